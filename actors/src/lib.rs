@@ -1,0 +1,1 @@
+//! Supervised reconcile-unit actors (filled in by the operator issue).

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Builds the upstream test peers (etcd, kube-apiserver, kube-controller-manager) from their
+# Go modules into a cache outside the repo, once per version. Go is only a build tool here.
+#
+#   deploy/dev/build-test-bins.sh          # prints the bin directory on success
+#
+# Env: LVMS_K8S_VERSION (v1.36.3), LVMS_ETCD_VERSION (v3.6.16), LVMS_TEST_BINS_CACHE
+# (~/.cache/lvms-test-bins). Exits non-zero with the fix when Go is missing or a build fails.
+set -euo pipefail
+
+K8S=${LVMS_K8S_VERSION:-v1.36.3}
+ETCD=${LVMS_ETCD_VERSION:-v3.6.16}
+CACHE=${LVMS_TEST_BINS_CACHE:-$HOME/.cache/lvms-test-bins}
+DIR=$CACHE/k8s-$K8S-etcd-$ETCD
+BIN=$DIR/bin
+
+die() { echo "build-test-bins: $*" >&2; exit 1; }
+command -v go >/dev/null || die "no Go toolchain on PATH: install Go >= 1.26 (apt-get install golang-go is too old; use the machine's Go) and rerun"
+command -v python3 >/dev/null || die "python3 is needed to read the kubernetes go.mod: apt-get install -y python3"
+
+if [ -x "$BIN/etcd" ] && [ -x "$BIN/kube-apiserver" ] && [ -x "$BIN/kube-controller-manager" ]; then
+  echo "$BIN"; exit 0
+fi
+
+export GOTOOLCHAIN=local GOFLAGS=-mod=mod CGO_ENABLED=0
+mkdir -p "$BIN" "$DIR/etcd" "$DIR/k8s"
+log=$DIR/build.log
+: >"$log"
+
+if [ ! -x "$BIN/etcd" ]; then
+  echo "build-test-bins: building etcd $ETCD (log: $log)" >&2
+  (
+    cd "$DIR/etcd"
+    [ -f go.mod ] || go mod init local/lvms-etcd-bin
+    go get -tool "go.etcd.io/etcd/server/v3@$ETCD"
+    go build -p 2 -trimpath -ldflags "-s -w" -o "$BIN/etcd.tmp" go.etcd.io/etcd/server/v3
+    mv "$BIN/etcd.tmp" "$BIN/etcd"
+  ) >>"$log" 2>&1 || die "etcd build failed; last lines of $log:
+$(tail -20 "$log")"
+fi
+
+if [ ! -x "$BIN/kube-apiserver" ] || [ ! -x "$BIN/kube-controller-manager" ]; then
+  echo "build-test-bins: building kube-apiserver + kube-controller-manager $K8S (log: $log)" >&2
+  (
+    cd "$DIR/k8s"
+    STG=v0.${K8S#v1.}
+    MINOR=$(cut -d. -f2 <<<"$K8S")
+    [ -f go.mod ] || go mod init local/lvms-k8s-bins
+    GOMOD=$(go mod download -json "k8s.io/kubernetes@$K8S" | python3 -c 'import sys,json;print(json.load(sys.stdin)["GoMod"])')
+    go mod edit -require="k8s.io/kubernetes@$K8S"
+    # Staging modules are replaced by ./staging in k/k; point each at its tagged v0.Y.Z instead.
+    go mod edit -json "$GOMOD" | python3 -c 'import sys,json
+for r in json.load(sys.stdin).get("Replace") or []:
+    if r["New"]["Path"].startswith("./staging/"): print(r["Old"]["Path"])' |
+      while read -r m; do go mod edit -replace="$m=$m@$STG"; done
+    go get -tool "k8s.io/kubernetes/cmd/kube-apiserver@$K8S" "k8s.io/kubernetes/cmd/kube-controller-manager@$K8S"
+    V=k8s.io/component-base/version
+    go build -p 2 -trimpath -o "$DIR/k8s/out/" \
+      -ldflags "-s -w -X $V.gitVersion=$K8S -X $V.gitMajor=1 -X $V.gitMinor=$MINOR -X $V.gitTreeState=clean" \
+      k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager
+    mv "$DIR/k8s/out/kube-apiserver" "$DIR/k8s/out/kube-controller-manager" "$BIN/"
+  ) >>"$log" 2>&1 || die "kubernetes build failed; last lines of $log:
+$(tail -20 "$log")"
+fi
+echo "$BIN"

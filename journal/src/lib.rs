@@ -1,0 +1,1 @@
+//! The lvms reconcile journal.

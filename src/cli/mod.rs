@@ -1,0 +1,39 @@
+//! `lvms` subcommands.
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+mod crds;
+mod dev;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "lvms",
+    version,
+    about = "LVM storage operator for Kubernetes, drop-in compatible with LVMS"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Print the CustomResourceDefinitions lvms installs, as YAML.
+    Crds {
+        /// Write one file per CRD (and a kustomization.yaml) into this directory instead.
+        #[arg(long)]
+        out_dir: Option<std::path::PathBuf>,
+    },
+    /// Developer tools: a local control plane on loopback.
+    #[command(subcommand)]
+    Dev(dev::DevCommand),
+}
+
+pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    match cli.command {
+        Command::Crds { out_dir } => crds::run(out_dir),
+        Command::Dev(cmd) => dev::run(cmd),
+    }
+}

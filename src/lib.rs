@@ -1,0 +1,5 @@
+//! lvms: an LVM storage operator for Kubernetes, drop-in compatible with LVMS.
+
+pub mod api;
+pub mod cli;
+pub mod dev;
