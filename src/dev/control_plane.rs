@@ -224,6 +224,11 @@ impl ControlPlane {
         Ok(())
     }
 
+    /// (name, pid) of every process this handle owns.
+    pub fn pids(&self) -> Vec<(String, u32)> {
+        self.children.iter().map(|(n, c)| (n.clone(), c.id())).collect()
+    }
+
     pub fn log_path(&self, name: &str) -> PathBuf {
         self.dir.join(format!("{name}.log"))
     }

@@ -1,0 +1,21 @@
+# The two commands the README promises:
+#   make demo   - local control plane + lvms CRDs + the samples, printed, then torn down
+#   make test   - every test (builds the Go test peers once into ~/.cache/lvms-test-bins)
+SHELL := /bin/bash
+.PHONY: test lint demo test-bins crds
+
+test-bins:
+	@deploy/dev/build-test-bins.sh >/dev/null
+
+test: test-bins
+	cargo test --workspace --all-targets
+
+lint:
+	cargo fmt --all -- --check
+	cargo clippy --workspace --all-targets -- -D warnings
+
+crds:
+	cargo run -q -- crds --out-dir deploy/crds
+
+demo: test-bins
+	deploy/dev/demo.sh

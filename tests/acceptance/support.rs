@@ -1,0 +1,135 @@
+//! One real control plane per test binary (etcd + kube-apiserver + kube-controller-manager on
+//! loopback, lvms CRDs installed), and one namespace per test. The processes die with the test
+//! process (PR_SET_PDEATHSIG), also when a test panics or the binary is killed.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::{DeleteParams, PostParams};
+use kube::{Api, Client};
+use lvms::dev::{ControlPlane, Lifetime, Options};
+
+pub struct Env {
+    pub cp: ControlPlane,
+}
+
+fn repo() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Builds (or finds cached) control-plane binaries. A missing Go toolchain or a failed build is
+/// a loud failure with the script's own explanation, never a skip.
+fn ensure_binaries() -> PathBuf {
+    if let Some(dir) = std::env::var_os("LVMS_TEST_BINS") {
+        return PathBuf::from(dir);
+    }
+    let out = Command::new("bash")
+        .arg(repo().join("deploy/dev/build-test-bins.sh"))
+        .output()
+        .expect("running deploy/dev/build-test-bins.sh (is bash installed?)");
+    assert!(
+        out.status.success(),
+        "building the control-plane binaries failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+/// Removes working directories of earlier test processes that are gone (e.g. SIGKILLed).
+fn sweep_stale(base: &Path) {
+    let Ok(entries) = std::fs::read_dir(base) else { return };
+    for e in entries.flatten() {
+        let pid = e.file_name().to_string_lossy().parse::<i32>().ok();
+        if pid.is_some_and(|p| !lvms::dev::process::alive(p)) {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
+}
+
+pub fn env() -> &'static Env {
+    static ENV: OnceLock<Env> = OnceLock::new();
+    ENV.get_or_init(|| {
+        let bins = ensure_binaries();
+        let base = std::env::temp_dir().join("lvms-acceptance");
+        sweep_stale(&base);
+        let dir = base.join(std::process::id().to_string());
+        let _ = std::fs::remove_dir_all(&dir);
+        // Started on a runtime of its own: the per-test runtimes come and go.
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+            rt.block_on(async move {
+                let mut opts = Options::new(&dir, Lifetime::DieWithParent);
+                opts.bin_dir = bins;
+                let cp = ControlPlane::start(opts).await.unwrap_or_else(|e| panic!("control plane: {e}"));
+                eprintln!("control plane ready in {:?} at {}", cp.started_in, cp.server_url());
+                let client = cp.client().await.expect("admin client");
+                lvms::dev::crds::install_crds(&client, Duration::from_secs(60))
+                    .await
+                    .unwrap_or_else(|e| panic!("installing CRDs: {e}"));
+                Env { cp }
+            })
+        })
+        .join()
+        .unwrap_or_else(|_| panic!("starting the control plane panicked (see above)"))
+    })
+}
+
+/// A fresh admin client on the calling test's runtime.
+pub async fn client() -> Client {
+    env().cp.client().await.expect("admin client")
+}
+
+/// A namespace of its own for one test, deleted when the test ends (also on panic).
+pub struct TestNs {
+    pub name: String,
+    pub client: Client,
+}
+
+impl TestNs {
+    pub async fn new(prefix: &str) -> Self {
+        let client = client().await;
+        static COUNTER: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let name = format!("{prefix}-{}-{n}", std::process::id());
+        let ns: Namespace = serde_json::from_value(serde_json::json!({"metadata": {"name": name}})).expect("namespace");
+        Api::<Namespace>::all(client.clone()).create(&PostParams::default(), &ns).await.expect("creating test namespace");
+        Self { name, client }
+    }
+}
+
+impl Drop for TestNs {
+    fn drop(&mut self) {
+        let name = self.name.clone();
+        // Drop cannot await; a short-lived runtime on another thread does the delete.
+        let _ = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().ok()?;
+            rt.block_on(async move {
+                let client = env().cp.client().await.ok()?;
+                Api::<Namespace>::all(client).delete(&name, &DeleteParams::default()).await.ok()
+            })
+        })
+        .join();
+    }
+}
+
+/// Polls `f` until it returns Some or `timeout` passes.
+pub async fn eventually<T, F, Fut>(timeout: Duration, mut f: F) -> Option<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        if let Some(v) = f().await {
+            return Some(v);
+        }
+        if tokio::time::Instant::now() > deadline {
+            return None;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
