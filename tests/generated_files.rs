@@ -22,7 +22,11 @@ fn deploy_crds_are_not_stale() {
 
 #[test]
 fn samples_parse_as_lvmclusters() {
-    for name in ["lvmcluster-thin.yaml", "lvmcluster-thick.yaml", "lvmcluster-two-classes.yaml"] {
+    for name in [
+        "lvmcluster-thin.yaml",
+        "lvmcluster-thick.yaml",
+        "lvmcluster-two-classes.yaml",
+    ] {
         let text = std::fs::read_to_string(repo("deploy/samples").join(name)).unwrap();
         let c: LVMCluster = serde_saphyr::from_str(&text).unwrap_or_else(|e| panic!("{name}: {e}"));
         assert!(!c.spec.storage.device_classes.is_empty(), "{name}");

@@ -226,7 +226,10 @@ impl ControlPlane {
 
     /// (name, pid) of every process this handle owns.
     pub fn pids(&self) -> Vec<(String, u32)> {
-        self.children.iter().map(|(n, c)| (n.clone(), c.id())).collect()
+        self.children
+            .iter()
+            .map(|(n, c)| (n.clone(), c.id()))
+            .collect()
     }
 
     pub fn log_path(&self, name: &str) -> PathBuf {

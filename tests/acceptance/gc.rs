@@ -14,7 +14,10 @@ async fn deleting_an_owner_garbage_collects_its_configmap() {
     let ns = TestNs::new("gc").await;
     let api: Api<ConfigMap> = Api::namespaced(ns.client.clone(), &ns.name);
     let owner: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "owner"}})).unwrap();
-    let owner = api.create(&PostParams::default(), &owner).await.expect("create owner");
+    let owner = api
+        .create(&PostParams::default(), &owner)
+        .await
+        .expect("create owner");
     let uid = owner.metadata.uid.clone().expect("owner uid");
     let child: ConfigMap = serde_json::from_value(json!({
         "metadata": {
@@ -23,9 +26,13 @@ async fn deleting_an_owner_garbage_collects_its_configmap() {
         }
     }))
     .unwrap();
-    api.create(&PostParams::default(), &child).await.expect("create child");
+    api.create(&PostParams::default(), &child)
+        .await
+        .expect("create child");
 
-    api.delete("owner", &DeleteParams::background()).await.expect("delete owner");
+    api.delete("owner", &DeleteParams::background())
+        .await
+        .expect("delete owner");
     let gone = eventually(Duration::from_secs(60), || async {
         match api.get_opt("child").await {
             Ok(None) => Some(()),
@@ -33,5 +40,8 @@ async fn deleting_an_owner_garbage_collects_its_configmap() {
         }
     })
     .await;
-    assert!(gone.is_some(), "the owned ConfigMap still exists 60s after its owner was deleted: no garbage collection");
+    assert!(
+        gone.is_some(),
+        "the owned ConfigMap still exists 60s after its owner was deleted: no garbage collection"
+    );
 }

@@ -41,7 +41,9 @@ fn ensure_binaries() -> PathBuf {
 
 /// Removes working directories of earlier test processes that are gone (e.g. SIGKILLed).
 fn sweep_stale(base: &Path) {
-    let Ok(entries) = std::fs::read_dir(base) else { return };
+    let Ok(entries) = std::fs::read_dir(base) else {
+        return;
+    };
     for e in entries.flatten() {
         let pid = e.file_name().to_string_lossy().parse::<i32>().ok();
         if pid.is_some_and(|p| !lvms::dev::process::alive(p)) {
@@ -60,12 +62,21 @@ pub fn env() -> &'static Env {
         let _ = std::fs::remove_dir_all(&dir);
         // Started on a runtime of its own: the per-test runtimes come and go.
         std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime");
             rt.block_on(async move {
                 let mut opts = Options::new(&dir, Lifetime::DieWithParent);
                 opts.bin_dir = bins;
-                let cp = ControlPlane::start(opts).await.unwrap_or_else(|e| panic!("control plane: {e}"));
-                eprintln!("control plane ready in {:?} at {}", cp.started_in, cp.server_url());
+                let cp = ControlPlane::start(opts)
+                    .await
+                    .unwrap_or_else(|e| panic!("control plane: {e}"));
+                eprintln!(
+                    "control plane ready in {:?} at {}",
+                    cp.started_in,
+                    cp.server_url()
+                );
                 let client = cp.client().await.expect("admin client");
                 lvms::dev::crds::install_crds(&client, Duration::from_secs(60))
                     .await
@@ -95,8 +106,12 @@ impl TestNs {
         static COUNTER: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
         let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let name = format!("{prefix}-{}-{n}", std::process::id());
-        let ns: Namespace = serde_json::from_value(serde_json::json!({"metadata": {"name": name}})).expect("namespace");
-        Api::<Namespace>::all(client.clone()).create(&PostParams::default(), &ns).await.expect("creating test namespace");
+        let ns: Namespace = serde_json::from_value(serde_json::json!({"metadata": {"name": name}}))
+            .expect("namespace");
+        Api::<Namespace>::all(client.clone())
+            .create(&PostParams::default(), &ns)
+            .await
+            .expect("creating test namespace");
         Self { name, client }
     }
 }
@@ -106,10 +121,16 @@ impl Drop for TestNs {
         let name = self.name.clone();
         // Drop cannot await; a short-lived runtime on another thread does the delete.
         let _ = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().ok()?;
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .ok()?;
             rt.block_on(async move {
                 let client = env().cp.client().await.ok()?;
-                Api::<Namespace>::all(client).delete(&name, &DeleteParams::default()).await.ok()
+                Api::<Namespace>::all(client)
+                    .delete(&name, &DeleteParams::default())
+                    .await
+                    .ok()
             })
         })
         .join();
