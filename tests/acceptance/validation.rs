@@ -519,8 +519,7 @@ async fn lvmvolumegroup_keeps_lvms_rules() {
     let msg = api
         .create(&PostParams::default(), &both)
         .await
-        .err()
-        .expect("raid+thin must be rejected")
+        .expect_err("raid+thin must be rejected")
         .to_string();
     assert!(
         msg.contains("raidConfig and thinPoolConfig are mutually exclusive"),
@@ -542,8 +541,7 @@ async fn lvmvolumegroup_keeps_lvms_rules() {
     let msg = api
         .replace("raid", &PostParams::default(), &changed)
         .await
-        .err()
-        .expect("raidConfig is immutable")
+        .expect_err("raidConfig is immutable")
         .to_string();
     assert!(
         msg.contains("spec.raidConfig") && msg.contains("immutable"),
