@@ -9,6 +9,7 @@ test-bins:
 
 test: test-bins
 	cargo test --workspace --all-targets
+	cargo test -p lvms-journal --features failpoints --test failpoints
 
 lint:
 	cargo fmt --all -- --check

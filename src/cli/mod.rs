@@ -6,6 +6,8 @@ use clap::{Parser, Subcommand};
 
 mod crds;
 mod dev;
+mod journal;
+mod since;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -26,6 +28,9 @@ pub enum Command {
         #[arg(long)]
         out_dir: Option<std::path::PathBuf>,
     },
+    /// Post-mortems on a journal directory: inspect, verify, stats (read a private copy).
+    #[command(subcommand)]
+    Journal(journal::JournalCommand),
     /// Developer tools: a local control plane on loopback.
     #[command(subcommand)]
     Dev(dev::DevCommand),
@@ -35,5 +40,6 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Crds { out_dir } => crds::run(out_dir),
         Command::Dev(cmd) => dev::run(cmd),
+        Command::Journal(cmd) => journal::run(cmd),
     }
 }

@@ -1,0 +1,85 @@
+//! Error types. Every variant says what was being done, so a CLI can print it as-is.
+
+use std::path::PathBuf;
+
+use crate::record::Seq;
+
+/// A stored record whose frame, checksum, decode or sequence check failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("record {seq} is corrupt: {reason}")]
+pub struct CorruptRecord {
+    pub seq: Seq,
+    pub reason: String,
+}
+
+/// An error from the storage engine behind [`crate::store::Store`].
+#[derive(Debug, thiserror::Error)]
+#[error("{context}: {source}")]
+pub struct StoreError {
+    pub context: &'static str,
+    #[source]
+    pub source: Box<dyn std::error::Error + Send + Sync>,
+}
+
+impl StoreError {
+    pub fn new(
+        context: &'static str,
+        source: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+    ) -> Self {
+        Self {
+            context,
+            source: source.into(),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum JournalError {
+    #[error("journal store: {0}")]
+    Store(#[from] StoreError),
+
+    #[error(transparent)]
+    Corrupt(#[from] CorruptRecord),
+
+    #[error(
+        "journal format version {found} is newer than the version this build supports ({supported}); \
+         open it with a newer lvms"
+    )]
+    NewerFormat { found: u8, supported: u8 },
+
+    #[error(
+        "journal format version {found} is not supported (this build reads version {supported})"
+    )]
+    UnsupportedFormat { found: u8, supported: u8 },
+
+    #[error("journal meta key {key:?} is malformed: {reason}")]
+    Meta { key: &'static str, reason: String },
+
+    #[error("cannot encode {what}: {reason}")]
+    Encode { what: &'static str, reason: String },
+
+    #[error("intent {seq} is not open (unknown, already closed, or compacted)")]
+    IntentNotOpen { seq: Seq },
+
+    #[error("stale lease epoch {epoch}: the journal has already seen epoch {current}")]
+    StaleEpoch { epoch: u64, current: u64 },
+
+    #[error("projection {name}: {reason}")]
+    Projection { name: &'static str, reason: String },
+
+    #[error("journal writer was poisoned by a panic during an append; reopen the journal")]
+    Poisoned,
+
+    #[error("copying journal {from} to {to}: {source}")]
+    Copy {
+        from: PathBuf,
+        to: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+
+    #[error("fail point {0} triggered")]
+    FailPoint(&'static str),
+}
+
+pub type Result<T, E = JournalError> = std::result::Result<T, E>;

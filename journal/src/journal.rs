@@ -1,0 +1,552 @@
+//! The journal: a single writer assigning seqs, framed records and their indexes written in
+//! one atomic batch, and reads that report corruption instead of skipping it.
+
+use std::fmt;
+use std::ops::{Bound, RangeBounds};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use crate::codec;
+use crate::error::{CorruptRecord, JournalError, Result};
+use crate::index;
+use crate::keys;
+use crate::record::*;
+use crate::store::{Batch, SledOptions, SledStore, Store};
+
+/// Compiles to a `fail` point only with the `failpoints` feature; the "return" action
+/// makes the enclosing function return `Err(JournalError::FailPoint(name))`.
+macro_rules! fail_point {
+    ($name:literal) => {
+        #[cfg(feature = "failpoints")]
+        {
+            fail::fail_point!($name, |_| Err(JournalError::FailPoint($name)));
+        }
+    };
+}
+
+/// When non-intent appends are flushed. Intents are always flushed before `append_intent` returns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FlushPolicy {
+    /// Flush after every append.
+    Always,
+    /// Flush once this many appends are unflushed (group commit).
+    Every(usize),
+    /// Only when the caller calls [`Journal::flush`] (or an intent forces it).
+    Manual,
+}
+
+/// Source of record timestamps (unix millis); replaceable so tests control time.
+#[derive(Clone)]
+pub struct Clock(Arc<dyn Fn() -> u64 + Send + Sync>);
+
+impl Clock {
+    pub fn system() -> Self {
+        Clock(Arc::new(|| {
+            SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map(|d| d.as_millis() as u64)
+                .unwrap_or(0)
+        }))
+    }
+    pub fn from_fn(f: impl Fn() -> u64 + Send + Sync + 'static) -> Self {
+        Clock(Arc::new(f))
+    }
+    pub fn now_ms(&self) -> u64 {
+        (self.0)()
+    }
+}
+
+impl fmt::Debug for Clock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Clock")
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct JournalConfig {
+    pub flush: FlushPolicy,
+    pub sled: SledOptions,
+    pub clock: Clock,
+}
+
+impl Default for JournalConfig {
+    fn default() -> Self {
+        Self {
+            flush: FlushPolicy::Every(32),
+            sled: SledOptions::default(),
+            clock: Clock::system(),
+        }
+    }
+}
+
+pub(crate) struct Writer {
+    pub(crate) next_seq: Seq,
+    unflushed: usize,
+    epoch: u64,
+}
+
+pub struct Journal {
+    // Declared before `_copy` so the store closes before the copied directory is deleted.
+    store: Box<dyn Store>,
+    writer: Mutex<Writer>,
+    cfg: JournalConfig,
+    path: PathBuf,
+    _copy: Option<tempfile::TempDir>,
+}
+
+impl fmt::Debug for Journal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Journal")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
+fn meta_u64(store: &dyn Store, key: &'static [u8], name: &'static str) -> Result<Option<u64>> {
+    match store.get(key)? {
+        None => Ok(None),
+        Some(v) => keys::parse_u64(&v)
+            .map(Some)
+            .ok_or_else(|| JournalError::Meta {
+                key: name,
+                reason: format!("expected 8 bytes, found {}", v.len()),
+            }),
+    }
+}
+
+impl Journal {
+    /// Open (or create) the journal at `path` with default settings.
+    pub fn open(path: impl AsRef<Path>) -> Result<Self> {
+        Self::open_with(path, JournalConfig::default())
+    }
+
+    pub fn open_with(path: impl AsRef<Path>, cfg: JournalConfig) -> Result<Self> {
+        let path = path.as_ref().to_path_buf();
+        let store = SledStore::open(&path, &cfg.sled)?;
+        Self::from_store(Box::new(store), cfg, path, None)
+    }
+
+    /// Open a private copy of a journal for read-only inspection.
+    ///
+    /// sled takes an exclusive lock on its directory, so a running operator's journal cannot
+    /// be opened directly. This copies the directory into a fresh temporary directory (deleted
+    /// when the returned journal drops) and opens the copy; the original is only read. A copy
+    /// taken while the owner writes looks like a journal after a crash: unflushed tail records
+    /// may be missing, and `verify()` reports anything torn.
+    pub fn open_copy(path: impl AsRef<Path>) -> Result<Self> {
+        let from = path.as_ref().to_path_buf();
+        let tmp = tempfile::Builder::new()
+            .prefix("lvms-journal-copy-")
+            .tempdir()
+            .map_err(|source| JournalError::Copy {
+                from: from.clone(),
+                to: std::env::temp_dir(),
+                source,
+            })?;
+        let to = tmp.path().join("journal");
+        copy_dir(&from, &to).map_err(|source| JournalError::Copy {
+            from: from.clone(),
+            to: to.clone(),
+            source,
+        })?;
+        let cfg = JournalConfig {
+            flush: FlushPolicy::Manual,
+            ..JournalConfig::default()
+        };
+        let store = SledStore::open(&to, &cfg.sled)?;
+        Self::from_store(Box::new(store), cfg, to, Some(tmp))
+    }
+
+    /// Open over any [`Store`].
+    pub fn from_store(
+        store: Box<dyn Store>,
+        cfg: JournalConfig,
+        path: PathBuf,
+        copy: Option<tempfile::TempDir>,
+    ) -> Result<Self> {
+        let (lo, hi) = keys::span(keys::LOG);
+        let last = store.last_in(&lo, &hi)?;
+        match store.get(keys::META_FORMAT)? {
+            Some(v) => {
+                let found = *v.first().ok_or(JournalError::Meta {
+                    key: "format",
+                    reason: "empty value".into(),
+                })?;
+                if found > codec::FORMAT_VERSION {
+                    return Err(JournalError::NewerFormat {
+                        found,
+                        supported: codec::FORMAT_VERSION,
+                    });
+                }
+                if found != codec::FORMAT_VERSION {
+                    return Err(JournalError::UnsupportedFormat {
+                        found,
+                        supported: codec::FORMAT_VERSION,
+                    });
+                }
+            }
+            None if last.is_none() => {
+                let mut b = Batch::default();
+                b.insert(keys::META_FORMAT, vec![codec::FORMAT_VERSION]);
+                store.apply(b)?;
+                store.flush()?;
+            }
+            None => {
+                return Err(JournalError::Meta {
+                    key: "format",
+                    reason: "missing in a journal that has records".into(),
+                });
+            }
+        }
+        let next_seq = Self::derive_next_seq(store.as_ref())?;
+        let epoch = meta_u64(store.as_ref(), keys::META_EPOCH, "lease_epoch")?.unwrap_or(0);
+        Ok(Self {
+            store,
+            writer: Mutex::new(Writer {
+                next_seq,
+                unflushed: 0,
+                epoch,
+            }),
+            cfg,
+            path,
+            _copy: copy,
+        })
+    }
+
+    /// Seqs continue after both the last stored key and the recorded high water, so a seq is
+    /// never reused even if compaction removed the newest records.
+    fn derive_next_seq(store: &dyn Store) -> Result<Seq> {
+        let (lo, hi) = keys::span(keys::LOG);
+        let last_key = match store.last_in(&lo, &hi)? {
+            Some((k, _)) => keys::parse_seq_key(&k).ok_or_else(|| JournalError::Meta {
+                key: "log key",
+                reason: format!("malformed log key {k:?}"),
+            })?,
+            None => 0,
+        };
+        let hw = meta_u64(store, keys::META_HIGH_WATER, "high_water")?.unwrap_or(0);
+        Ok(last_key.max(hw) + 1)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn config(&self) -> &JournalConfig {
+        &self.cfg
+    }
+
+    pub(crate) fn store(&self) -> &dyn Store {
+        self.store.as_ref()
+    }
+
+    pub(crate) fn lock(&self) -> Result<MutexGuard<'_, Writer>> {
+        self.writer.lock().map_err(|_| JournalError::Poisoned)
+    }
+
+    /// The seq the next append will get.
+    pub fn next_seq(&self) -> Result<Seq> {
+        Ok(self.lock()?.next_seq)
+    }
+
+    /// Records with seq <= this may have been deleted by compaction.
+    pub fn compacted_through(&self) -> Result<Seq> {
+        Ok(meta_u64(self.store(), keys::META_COMPACTED, "compacted_through")?.unwrap_or(0))
+    }
+
+    // ---- appends ------------------------------------------------------------------------
+
+    pub fn append_observed(&self, observed: Observed, trace: Trace) -> Result<Seq> {
+        let mut w = self.lock()?;
+        self.append_locked(&mut w, Body::Observed(observed), trace, false)
+    }
+
+    /// Write-ahead: returns only after the intent is flushed to disk. Run the side effect
+    /// only after this returns `Ok`.
+    pub fn append_intent(&self, intent: Intent, trace: Trace) -> Result<Seq> {
+        let mut w = self.lock()?;
+        if intent.lease_epoch < w.epoch {
+            return Err(JournalError::StaleEpoch {
+                epoch: intent.lease_epoch,
+                current: w.epoch,
+            });
+        }
+        self.append_locked(&mut w, Body::Intent(intent), trace, true)
+    }
+
+    /// Close an open intent. Fails with `IntentNotOpen` for unknown or already closed intents.
+    pub fn append_outcome(
+        &self,
+        intent_seq: Seq,
+        result: OutcomeResult,
+        duration: Duration,
+        trace: Trace,
+    ) -> Result<Seq> {
+        let mut w = self.lock()?;
+        if self
+            .store
+            .get(&keys::seq_key(keys::OPEN, intent_seq))?
+            .is_none()
+        {
+            return Err(JournalError::IntentNotOpen { seq: intent_seq });
+        }
+        let intent = match self.get(intent_seq)? {
+            Some(Record {
+                body: Body::Intent(i),
+                ..
+            }) => i,
+            _ => return Err(JournalError::IntentNotOpen { seq: intent_seq }),
+        };
+        let body = Body::Outcome(Outcome {
+            intent_seq,
+            unit: intent.unit,
+            object: intent.object,
+            result,
+            duration_ms: duration.as_millis().try_into().unwrap_or(u64::MAX),
+        });
+        self.append_locked(&mut w, body, trace, false)
+    }
+
+    pub fn append_published(&self, published: Published, trace: Trace) -> Result<Seq> {
+        let mut w = self.lock()?;
+        self.append_locked(&mut w, Body::Published(published), trace, false)
+    }
+
+    pub(crate) fn append_locked(
+        &self,
+        w: &mut Writer,
+        body: Body,
+        trace: Trace,
+        durable: bool,
+    ) -> Result<Seq> {
+        let seq = w.next_seq;
+        let record = Record {
+            seq,
+            at_ms: self.cfg.clock.now_ms(),
+            trace,
+            body,
+        };
+        let bytes = codec::encode_record(&record)?;
+        fail_point!("journal::append::before_write");
+        let mut batch = Batch::default();
+        batch.insert(keys::seq_key(keys::LOG, seq), bytes);
+        batch.insert(keys::META_HIGH_WATER, seq.to_be_bytes().to_vec());
+        fail_point!("journal::index::before_update");
+        index::stage(&record, &mut batch);
+        let mut new_epoch = None;
+        if let Body::Intent(i) = &record.body
+            && i.lease_epoch > w.epoch
+        {
+            batch.insert(keys::META_EPOCH, i.lease_epoch.to_be_bytes().to_vec());
+            new_epoch = Some(i.lease_epoch);
+        }
+        if let Err(e) = self.store.apply(batch) {
+            // We cannot know whether a failed apply landed; re-read so a seq is never reused.
+            w.next_seq = Self::derive_next_seq(self.store.as_ref())?.max(seq);
+            return Err(e.into());
+        }
+        w.next_seq = seq + 1;
+        if let Some(e) = new_epoch {
+            w.epoch = e;
+        }
+        w.unflushed += 1;
+        fail_point!("journal::append::before_flush");
+        let due = match self.cfg.flush {
+            FlushPolicy::Always => true,
+            FlushPolicy::Every(n) => w.unflushed >= n.max(1),
+            FlushPolicy::Manual => false,
+        };
+        if durable || due {
+            self.store.flush()?;
+            w.unflushed = 0;
+        }
+        Ok(seq)
+    }
+
+    /// Make every append so far durable.
+    pub fn flush(&self) -> Result<()> {
+        let mut w = self.lock()?;
+        self.store.flush()?;
+        w.unflushed = 0;
+        Ok(())
+    }
+
+    // ---- reads ----------------------------------------------------------------------------
+
+    pub(crate) fn decode_at(seq: Seq, bytes: &[u8]) -> Result<Record, CorruptRecord> {
+        let rec = codec::decode_record(bytes).map_err(|reason| CorruptRecord { seq, reason })?;
+        if rec.seq != seq {
+            return Err(CorruptRecord {
+                seq,
+                reason: format!(
+                    "payload carries seq {} but is stored under seq {seq}",
+                    rec.seq
+                ),
+            });
+        }
+        Ok(rec)
+    }
+
+    /// One record; `Ok(None)` if absent, `Err(Corrupt)` if present but bad.
+    pub fn get(&self, seq: Seq) -> Result<Option<Record>> {
+        match self.store.get(&keys::seq_key(keys::LOG, seq))? {
+            None => Ok(None),
+            Some(bytes) => Ok(Some(Self::decode_at(seq, &bytes)?)),
+        }
+    }
+
+    /// Records in seq order. A bad record yields `Err(Corrupt { seq, .. })` and iteration
+    /// continues with the next one.
+    pub fn iter_range(
+        &self,
+        range: impl RangeBounds<Seq>,
+    ) -> impl Iterator<Item = Result<Record>> + '_ {
+        let from = match range.start_bound() {
+            Bound::Included(s) => keys::seq_key(keys::LOG, *s),
+            Bound::Excluded(s) => keys::seq_key(keys::LOG, s.saturating_add(1)),
+            Bound::Unbounded => vec![keys::LOG],
+        };
+        let to = match range.end_bound() {
+            Bound::Included(s) if *s < Seq::MAX => keys::seq_key(keys::LOG, s + 1),
+            Bound::Excluded(s) => keys::seq_key(keys::LOG, *s),
+            _ => vec![keys::LOG + 1],
+        };
+        self.store.range(&from, &to).map(|kv| {
+            let (k, v) = kv?;
+            let seq = keys::parse_seq_key(&k).ok_or_else(|| CorruptRecord {
+                seq: 0,
+                reason: format!("malformed log key {k:?}"),
+            })?;
+            Ok(Self::decode_at(seq, &v)?)
+        })
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = Result<Record>> + '_ {
+        self.iter_range(..)
+    }
+
+    /// Seqs of open intents, from the index (O(open)).
+    pub fn open_intent_seqs(&self) -> Result<Vec<Seq>> {
+        let (lo, hi) = keys::span(keys::OPEN);
+        self.store
+            .range(&lo, &hi)
+            .map(|kv| {
+                let (k, _) = kv?;
+                keys::parse_seq_key(&k).ok_or_else(|| {
+                    JournalError::Corrupt(CorruptRecord {
+                        seq: 0,
+                        reason: format!("malformed open-intent key {k:?}"),
+                    })
+                })
+            })
+            .collect()
+    }
+
+    /// Open intents in seq order. A missing or corrupt intent is an error, never skipped.
+    pub fn open_intents(&self) -> Result<Vec<Record>> {
+        self.open_intent_seqs()?
+            .into_iter()
+            .map(|seq| {
+                self.get(seq)?.ok_or_else(|| {
+                    JournalError::Corrupt(CorruptRecord {
+                        seq,
+                        reason: "open-intent index points at a missing record".into(),
+                    })
+                })
+            })
+            .collect()
+    }
+
+    /// What a restarted unit must replay: its intents that have no outcome.
+    pub fn open_intents_for(&self, unit: &str) -> Result<Vec<Record>> {
+        Ok(self
+            .open_intents()?
+            .into_iter()
+            .filter(|r| r.unit() == Some(unit))
+            .collect())
+    }
+
+    pub fn is_open(&self, intent_seq: Seq) -> Result<bool> {
+        Ok(self
+            .store
+            .get(&keys::seq_key(keys::OPEN, intent_seq))?
+            .is_some())
+    }
+
+    /// The last Published record for a dedupe key (O(1) via the index).
+    pub fn last_published(&self, dedupe_key: &str) -> Result<Option<Record>> {
+        self.indexed(keys::str_key(keys::PUBLISHED, dedupe_key))
+    }
+
+    /// The latest intent appended with this idempotency key (O(1) via the index).
+    pub fn intent_by_key(&self, idempotency_key: &str) -> Result<Option<Record>> {
+        self.indexed(keys::str_key(keys::IDEMPOTENCY, idempotency_key))
+    }
+
+    pub(crate) fn indexed(&self, key: Vec<u8>) -> Result<Option<Record>> {
+        let Some(v) = self.store.get(&key)? else {
+            return Ok(None);
+        };
+        let seq = keys::parse_u64(&v).ok_or_else(|| CorruptRecord {
+            seq: 0,
+            reason: format!("index entry {key:?} is malformed"),
+        })?;
+        self.get(seq)
+    }
+
+    pub fn size_on_disk(&self) -> Result<u64> {
+        Ok(self.store.size_on_disk()?)
+    }
+
+    // ---- test support ---------------------------------------------------------------------
+
+    /// Test helper for this and other crates: flip a byte in the stored value of `seq`
+    /// (bypassing the codec) so corruption handling can be exercised. Returns false if absent.
+    #[doc(hidden)]
+    pub fn testing_corrupt_record(&self, seq: Seq) -> Result<bool> {
+        let key = keys::seq_key(keys::LOG, seq);
+        let Some(mut bytes) = self.store.get(&key)? else {
+            return Ok(false);
+        };
+        let last = bytes.len() - 1;
+        bytes[last] ^= 0xff;
+        let mut b = Batch::default();
+        b.insert(key, bytes);
+        self.store.apply(b)?;
+        self.store.flush()?;
+        Ok(true)
+    }
+
+    /// Test helper: store raw bytes under `seq` (e.g. a truncated frame).
+    #[doc(hidden)]
+    pub fn testing_put_raw(&self, seq: Seq, bytes: Vec<u8>) -> Result<()> {
+        let mut b = Batch::default();
+        b.insert(keys::seq_key(keys::LOG, seq), bytes);
+        self.store.apply(b)?;
+        Ok(self.store.flush()?)
+    }
+
+    /// Test helper: pretend a newer build wrote this journal.
+    #[doc(hidden)]
+    pub fn testing_set_format_version(&self, version: u8) -> Result<()> {
+        let mut b = Batch::default();
+        b.insert(keys::META_FORMAT, vec![version]);
+        self.store.apply(b)?;
+        Ok(self.store.flush()?)
+    }
+}
+
+fn copy_dir(from: &Path, to: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(to)?;
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        let target = to.join(entry.file_name());
+        if entry.file_type()?.is_dir() {
+            copy_dir(&entry.path(), &target)?;
+        } else {
+            std::fs::copy(entry.path(), &target)?;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,136 @@
+//! The storage engine behind a small trait, so sled can be swapped (redb, fjall) without
+//! touching the journal logic. One ordered keyspace; the journal partitions it by key prefix
+//! (see `keys`), which lets a record and its index entries go in ONE atomic batch.
+
+use std::path::Path;
+
+use crate::error::StoreError;
+
+pub type KeyValue = (Vec<u8>, Vec<u8>);
+
+/// Atomic set of inserts/removes.
+#[derive(Debug, Default)]
+pub struct Batch {
+    pub(crate) ops: Vec<(Vec<u8>, Option<Vec<u8>>)>,
+}
+
+impl Batch {
+    pub fn insert(&mut self, key: impl Into<Vec<u8>>, value: impl Into<Vec<u8>>) {
+        self.ops.push((key.into(), Some(value.into())));
+    }
+    pub fn remove(&mut self, key: impl Into<Vec<u8>>) {
+        self.ops.push((key.into(), None));
+    }
+    pub fn len(&self) -> usize {
+        self.ops.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.ops.is_empty()
+    }
+}
+
+pub trait Store: Send + Sync {
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError>;
+    /// Applies all ops atomically: after a crash either all or none are visible.
+    fn apply(&self, batch: Batch) -> Result<(), StoreError>;
+    /// Keys in `[from, to)`, ascending.
+    fn range<'a>(
+        &'a self,
+        from: &[u8],
+        to: &[u8],
+    ) -> Box<dyn Iterator<Item = Result<KeyValue, StoreError>> + 'a>;
+    /// The greatest key in `[from, to)`.
+    fn last_in(&self, from: &[u8], to: &[u8]) -> Result<Option<KeyValue>, StoreError>;
+    /// Returns once everything applied so far is durable.
+    fn flush(&self) -> Result<(), StoreError>;
+    fn size_on_disk(&self) -> Result<u64, StoreError>;
+}
+
+/// sled settings the journal exposes.
+#[derive(Debug, Clone)]
+pub struct SledOptions {
+    /// Page cache bound; sled's own default is 1 GiB, far too much for a node agent.
+    pub cache_capacity: u64,
+    /// sled's background flush. Durability never relies on it; the journal flushes itself.
+    pub flush_every_ms: Option<u64>,
+}
+
+impl Default for SledOptions {
+    fn default() -> Self {
+        Self {
+            cache_capacity: 8 << 20,
+            flush_every_ms: Some(500),
+        }
+    }
+}
+
+pub struct SledStore {
+    db: sled::Db,
+}
+
+impl SledStore {
+    pub fn open(path: &Path, opts: &SledOptions) -> Result<Self, StoreError> {
+        let db = sled::Config::new()
+            .path(path)
+            .cache_capacity(opts.cache_capacity)
+            .flush_every_ms(opts.flush_every_ms)
+            .open()
+            .map_err(|e| StoreError::new("opening sled database", e))?;
+        Ok(Self { db })
+    }
+}
+
+impl Store for SledStore {
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
+        self.db
+            .get(key)
+            .map(|v| v.map(|v| v.to_vec()))
+            .map_err(|e| StoreError::new("sled get", e))
+    }
+
+    fn apply(&self, batch: Batch) -> Result<(), StoreError> {
+        let mut b = sled::Batch::default();
+        for (k, v) in batch.ops {
+            match v {
+                Some(v) => b.insert(k, v),
+                None => b.remove(k),
+            }
+        }
+        self.db
+            .apply_batch(b)
+            .map_err(|e| StoreError::new("sled apply_batch", e))
+    }
+
+    fn range<'a>(
+        &'a self,
+        from: &[u8],
+        to: &[u8],
+    ) -> Box<dyn Iterator<Item = Result<KeyValue, StoreError>> + 'a> {
+        Box::new(self.db.range(from.to_vec()..to.to_vec()).map(|r| {
+            r.map(|(k, v)| (k.to_vec(), v.to_vec()))
+                .map_err(|e| StoreError::new("sled range", e))
+        }))
+    }
+
+    fn last_in(&self, from: &[u8], to: &[u8]) -> Result<Option<KeyValue>, StoreError> {
+        match self.db.range(from.to_vec()..to.to_vec()).next_back() {
+            None => Ok(None),
+            Some(r) => r
+                .map(|(k, v)| Some((k.to_vec(), v.to_vec())))
+                .map_err(|e| StoreError::new("sled range (last)", e)),
+        }
+    }
+
+    fn flush(&self) -> Result<(), StoreError> {
+        self.db
+            .flush()
+            .map(|_| ())
+            .map_err(|e| StoreError::new("sled flush", e))
+    }
+
+    fn size_on_disk(&self) -> Result<u64, StoreError> {
+        self.db
+            .size_on_disk()
+            .map_err(|e| StoreError::new("sled size_on_disk", e))
+    }
+}

@@ -1,0 +1,356 @@
+//! Behaviour of appends, indexes, queries, corruption handling, inspection and rendering.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use lvms_journal::render::{render_json, render_jsonl, render_table};
+use lvms_journal::*;
+
+fn tmp() -> tempfile::TempDir {
+    tempfile::tempdir().unwrap()
+}
+
+#[test]
+fn seqs_are_monotonic_and_continue_after_reopen() {
+    let dir = tmp();
+    let j = Journal::open(dir.path()).unwrap();
+    let a = j.append_observed(observed("vg", "c"), trace(1)).unwrap();
+    let b = j.append_intent(intent("vg", "c", "k1"), trace(1)).unwrap();
+    assert_eq!((a, b), (1, 2));
+    drop(j);
+    let j = Journal::open(dir.path()).unwrap();
+    assert_eq!(
+        j.append_published(published("vg", "p", "s"), trace(1))
+            .unwrap(),
+        3
+    );
+    let seqs: Vec<u64> = j.iter().map(|r| r.unwrap().seq).collect();
+    assert_eq!(seqs, vec![1, 2, 3]);
+    assert!(j.verify().unwrap().is_clean());
+}
+
+#[test]
+fn open_intents_outcomes_and_indexes() {
+    let dir = tmp();
+    let j = Journal::open_with(dir.path(), config(FlushPolicy::Manual)).unwrap();
+    let i1 = j.append_intent(intent("vg", "a", "k1"), trace(1)).unwrap();
+    let i2 = j.append_intent(intent("vg", "b", "k2"), trace(2)).unwrap();
+    let i3 = j
+        .append_intent(intent("node", "b", "k3"), trace(3))
+        .unwrap();
+    j.append_outcome(i1, ok(), Duration::from_millis(7), trace(1))
+        .unwrap();
+    assert!(matches!(
+        j.append_outcome(i1, ok(), Duration::ZERO, trace(1)),
+        Err(JournalError::IntentNotOpen { seq }) if seq == i1
+    ));
+    assert!(matches!(
+        j.append_outcome(999, ok(), Duration::ZERO, trace(1)),
+        Err(JournalError::IntentNotOpen { .. })
+    ));
+    assert_eq!(j.open_intent_seqs().unwrap(), vec![i2, i3]);
+    let vg: Vec<u64> = j
+        .open_intents_for("vg")
+        .unwrap()
+        .iter()
+        .map(|r| r.seq)
+        .collect();
+    assert_eq!(vg, vec![i2]);
+    assert_eq!(j.intent_by_key("k3").unwrap().unwrap().seq, i3);
+
+    j.append_published(published("vg", "ev", "first"), trace(1))
+        .unwrap();
+    let p2 = j
+        .append_published(published("vg", "ev", "second"), trace(1))
+        .unwrap();
+    assert_eq!(j.last_published("ev").unwrap().unwrap().seq, p2);
+    assert!(j.last_published("nope").unwrap().is_none());
+
+    // by unit / object / trace
+    assert_eq!(j.by_unit("node").unwrap().len(), 1);
+    assert_eq!(j.by_trace(trace(2).trace_id).unwrap().len(), 1);
+    let obj: ObjectFilter = "lvmcluster/openshift-storage/b".parse().unwrap();
+    assert_eq!(j.by_object(obj).unwrap().len(), 2);
+    let open_only = j
+        .query(&Filter {
+            open_only: true,
+            ..Filter::default()
+        })
+        .unwrap();
+    assert_eq!(
+        open_only.iter().map(Entry::seq).collect::<Vec<_>>(),
+        vec![i2, i3]
+    );
+    let limited = j
+        .query(&Filter {
+            limit: Some(2),
+            ..Filter::default()
+        })
+        .unwrap();
+    assert_eq!(
+        limited.iter().map(Entry::seq).collect::<Vec<_>>(),
+        vec![p2 - 1, p2]
+    );
+    j.flush().unwrap();
+    let report = j.verify().unwrap();
+    assert!(report.is_clean(), "{report:?}");
+    assert_open_index_consistent(&j);
+}
+
+#[test]
+fn since_filter_and_range_by_seq() {
+    let dir = tmp();
+    let (clock, now) = manual_clock(1_000);
+    let cfg = JournalConfig {
+        clock,
+        ..JournalConfig::default()
+    };
+    let j = Journal::open_with(dir.path(), cfg).unwrap();
+    for t in [1_000u64, 2_000, 3_000] {
+        now.store(t, std::sync::atomic::Ordering::SeqCst);
+        j.append_observed(observed("vg", "c"), trace(1)).unwrap();
+    }
+    assert_eq!(j.since(2_000).unwrap().len(), 2);
+    let mid: Vec<u64> = j.iter_range(2..=2).map(|r| r.unwrap().seq).collect();
+    assert_eq!(mid, vec![2]);
+}
+
+#[test]
+fn stale_lease_epoch_is_refused() {
+    let dir = tmp();
+    let j = Journal::open(dir.path()).unwrap();
+    let mut i = intent("vg", "c", "k");
+    i.lease_epoch = 5;
+    j.append_intent(i.clone(), trace(1)).unwrap();
+    drop(j);
+    let j = Journal::open(dir.path()).unwrap();
+    i.lease_epoch = 4;
+    assert!(matches!(
+        j.append_intent(i, trace(1)),
+        Err(JournalError::StaleEpoch {
+            epoch: 4,
+            current: 5
+        })
+    ));
+}
+
+#[test]
+fn corrupt_record_is_reported_and_the_rest_stays_readable() {
+    let dir = tmp();
+    let j = Journal::open(dir.path()).unwrap();
+    for n in 0..10 {
+        j.append_observed(observed("vg", &format!("c{n}")), trace(n))
+            .unwrap();
+    }
+    assert!(j.testing_corrupt_record(5).unwrap());
+    // a torn frame too: header promises more bytes than stored
+    let good = lvms_journal::codec::encode_record(&j.get(7).unwrap().unwrap()).unwrap();
+    j.testing_put_raw(7, good[..good.len() / 2].to_vec())
+        .unwrap();
+
+    let items: Vec<_> = j.iter().collect();
+    assert_eq!(items.len(), 10, "iteration continues past corrupt records");
+    let bad: Vec<u64> = items
+        .iter()
+        .filter_map(|r| match r {
+            Err(JournalError::Corrupt(c)) => Some(c.seq),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(bad, vec![5, 7]);
+    assert!(matches!(
+        j.get(5),
+        Err(JournalError::Corrupt(CorruptRecord { seq: 5, .. }))
+    ));
+
+    let report = j.verify().unwrap();
+    assert_eq!(
+        report.corrupt.iter().map(|c| c.seq).collect::<Vec<_>>(),
+        vec![5, 7]
+    );
+    assert!(report.gaps.is_empty());
+    assert!(
+        report.corrupt[0].reason.contains("crc32c"),
+        "{:?}",
+        report.corrupt[0]
+    );
+    assert!(
+        report.corrupt[1].reason.contains("length"),
+        "{:?}",
+        report.corrupt[1]
+    );
+
+    let entries = j.query(&Filter::default()).unwrap();
+    let table = render_table(&entries);
+    let lines: Vec<&str> = table.lines().collect();
+    assert_eq!(lines.len(), 11, "{table}");
+    assert!(
+        lines[5].starts_with("5 ") && lines[5].contains("CORRUPT") && lines[5].contains("crc32c"),
+        "{table}"
+    );
+    assert!(
+        lines[4].contains("LVMCluster/openshift-storage/c3"),
+        "{table}"
+    );
+    let jsonl = render_jsonl(&entries);
+    let row5: serde_json::Value = serde_json::from_str(jsonl.lines().nth(4).unwrap()).unwrap();
+    assert_eq!(row5["kind"], "corrupt");
+    assert_eq!(row5["seq"], 5);
+    assert_eq!(j.stats().unwrap().by_kind["corrupt"], 2);
+}
+
+/// This test failed once in ~80 runs and has not failed since; the suspicion is that sled
+/// releasing its directory lock from a background thread shortly after drop. Retrying the
+/// open for up to a second keeps the test about gaps, not about that.
+fn retry<T, E: std::fmt::Debug>(mut open: impl FnMut() -> Result<T, E>) -> T {
+    for _ in 0..20 {
+        if let Ok(v) = open() {
+            return v;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    open().unwrap()
+}
+
+#[test]
+fn missing_records_are_reported_as_gaps() {
+    let dir = tmp();
+    let j = Journal::open(dir.path()).unwrap();
+    for n in 0..6 {
+        j.append_observed(observed("vg", "c"), trace(n)).unwrap();
+    }
+    drop(j);
+    // Delete seq 3 behind the journal's back through sled directly.
+    {
+        let db = retry(|| sled::open(dir.path()));
+        let mut key = vec![b'L'];
+        key.extend_from_slice(&3u64.to_be_bytes());
+        assert!(db.remove(key).unwrap().is_some());
+        db.flush().unwrap();
+    }
+    let j = retry(|| Journal::open(dir.path()));
+    let report = j.verify().unwrap();
+    assert_eq!(report.gaps, vec![Gap { first: 3, last: 3 }]);
+    assert!(!report.is_clean());
+}
+
+#[test]
+fn newer_format_version_is_refused_naming_both_versions() {
+    let dir = tmp();
+    let j = Journal::open(dir.path()).unwrap();
+    j.append_observed(observed("vg", "c"), trace(1)).unwrap();
+    j.testing_set_format_version(lvms_journal::codec::FORMAT_VERSION + 1)
+        .unwrap();
+    drop(j);
+    let err = Journal::open(dir.path()).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            JournalError::NewerFormat {
+                found: 2,
+                supported: 1
+            }
+        ),
+        "{err}"
+    );
+    let msg = err.to_string();
+    assert!(msg.contains('2') && msg.contains('1'), "{msg}");
+}
+
+#[test]
+fn open_copy_reads_a_locked_journal_without_touching_it() {
+    let dir = tmp();
+    let live = Journal::open(dir.path()).unwrap();
+    let i = live
+        .append_intent(intent("vg", "c", "k"), trace(9))
+        .unwrap();
+    // The live journal holds sled's lock; a direct open would fail.
+    assert!(Journal::open(dir.path()).is_err());
+    let copy = Journal::open_copy(dir.path()).unwrap();
+    assert_eq!(copy.open_intent_seqs().unwrap(), vec![i]);
+    copy.append_observed(observed("vg", "c"), trace(1)).unwrap();
+    let copy_path = copy.path().to_path_buf();
+    drop(copy);
+    assert!(!copy_path.exists(), "copy is removed on drop");
+    assert_eq!(live.iter().count(), 1, "original unchanged");
+}
+
+#[test]
+fn json_follows_the_documented_schema() {
+    let dir = tmp();
+    let (clock, _) = manual_clock(1_700_000_000_123);
+    let j = Journal::open_with(
+        dir.path(),
+        JournalConfig {
+            clock,
+            ..JournalConfig::default()
+        },
+    )
+    .unwrap();
+    let i = j.append_intent(intent("vg", "c", "k"), trace(1)).unwrap();
+    j.append_outcome(
+        i,
+        OutcomeResult::Err {
+            reason: "Conflict".into(),
+            message: "rv changed".into(),
+            retryable: true,
+        },
+        Duration::from_millis(12),
+        trace(1),
+    )
+    .unwrap();
+    let entries = j.query(&Filter::default()).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&render_json(&entries)).unwrap();
+    let first = &v[0];
+    assert_eq!(first["v"], 1);
+    assert_eq!(first["kind"], "intent");
+    assert_eq!(first["time"], "2023-11-14T22:13:20.123Z");
+    assert_eq!(first["trace_id"], "00000000000000000000000000000001");
+    assert_eq!(first["span_id"], "000000000000abcc");
+    assert_eq!(first["open"], false);
+    assert_eq!(first["object"]["namespace"], "openshift-storage");
+    assert_eq!(first["body"]["idempotency_key"], "k");
+    let second = &v[1];
+    assert_eq!(second["body"]["ok"], false);
+    assert_eq!(second["body"]["retryable"], true);
+    assert_eq!(second["body"]["duration_ms"], 12);
+    let table = render_table(&entries);
+    assert!(
+        table.contains("12ms") && table.contains("err(retryable) Conflict: rv changed"),
+        "{table}"
+    );
+    assert!(table.contains("2023-11-14T22:13:20.123Z"));
+}
+
+#[test]
+fn stats_count_kinds_units_and_open_intents() {
+    let dir = tmp();
+    let j = Journal::open(dir.path()).unwrap();
+    j.append_observed(observed("vg", "c"), trace(1)).unwrap();
+    let i = j.append_intent(intent("vg", "c", "k"), trace(1)).unwrap();
+    j.append_intent(intent("node", "c", "k2"), trace(1))
+        .unwrap();
+    j.append_outcome(i, ok(), Duration::ZERO, trace(1)).unwrap();
+    let st = j.stats().unwrap();
+    assert_eq!(st.records, 4);
+    assert_eq!(st.by_kind["intent"], 2);
+    assert_eq!(st.by_unit["vg"], 3);
+    assert_eq!(st.open_intents, 1);
+    assert!(st.oldest_ms.is_some() && st.size_on_disk > 0);
+}
+
+#[test]
+fn object_filter_parsing() {
+    let f: ObjectFilter = "LVMVolumeGroup/ns/vg1".parse().unwrap();
+    assert_eq!(
+        (f.kind.as_str(), f.namespace.as_str(), f.name.as_str()),
+        ("LVMVolumeGroup", "ns", "vg1")
+    );
+    let c: ObjectFilter = "Node/worker-0".parse().unwrap();
+    assert_eq!(c.namespace, "");
+    assert!("a/b/c/d".parse::<ObjectFilter>().is_err());
+    assert!("justkind".parse::<ObjectFilter>().is_err());
+    assert!("00".parse::<TraceId>().is_err());
+}
