@@ -280,15 +280,7 @@ fn open_copy_reads_a_locked_journal_without_touching_it() {
 #[test]
 fn json_follows_the_documented_schema() {
     let dir = tmp();
-    let (clock, _) = manual_clock(1_700_000_000_123);
-    let j = Journal::open_with(
-        dir.path(),
-        JournalConfig {
-            clock,
-            ..JournalConfig::default()
-        },
-    )
-    .unwrap();
+    let (j, _) = open_with_manual_clock(dir.path(), 1_700_000_000_123);
     let i = j.append_intent(intent("vg", "c", "k"), trace(1)).unwrap();
     j.append_outcome(
         i,

@@ -72,15 +72,7 @@ fn journal_stays_bounded_under_steady_load() {
 #[test]
 fn age_based_retention_only_touches_old_closed_records_below_the_snapshot() {
     let dir = tempfile::tempdir().unwrap();
-    let (clock, now) = manual_clock(1_000_000);
-    let j = Journal::open_with(
-        dir.path(),
-        JournalConfig {
-            clock,
-            ..JournalConfig::default()
-        },
-    )
-    .unwrap();
+    let (j, now) = open_with_manual_clock(dir.path(), 1_000_000);
     for n in 0..10 {
         cycle(&j, n);
     }

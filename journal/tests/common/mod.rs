@@ -72,6 +72,20 @@ pub fn manual_clock(start: u64) -> (Clock, Arc<AtomicU64>) {
     (Clock::from_fn(move || n.load(Ordering::SeqCst)), now)
 }
 
+/// Opens a journal at `path` whose clock starts at `start` ms and moves only when told.
+pub fn open_with_manual_clock(path: &std::path::Path, start: u64) -> (Journal, Arc<AtomicU64>) {
+    let (clock, now) = manual_clock(start);
+    let j = Journal::open_with(
+        path,
+        JournalConfig {
+            clock,
+            ..JournalConfig::default()
+        },
+    )
+    .unwrap();
+    (j, now)
+}
+
 pub fn config(flush: FlushPolicy) -> JournalConfig {
     JournalConfig {
         flush,
