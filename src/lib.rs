@@ -3,3 +3,5 @@
 pub mod api;
 pub mod cli;
 pub mod dev;
+pub mod kube;
+pub mod operator;

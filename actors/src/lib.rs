@@ -1,1 +1,27 @@
-//! Supervised reconcile-unit actors (filled in by the operator issue).
+//! Supervised reconcile-unit actors over the lvms journal (ractor 0.16).
+//!
+//! Kube-free and LVM-free: this crate knows units, passes, steps and the journal.
+//! * [`UnitActor`] runs one [`Unit`]: coalesced [`Trigger`]s → one level-based pass; every
+//!   side effect goes through [`Steps`] (Intent flushed → effect → Outcome).
+//! * [`Supervisor`] restarts failed children one-for-one, within a restart-intensity limit.
+//! * [`EventPublisher`] turns pass outcomes into Events exactly once (Published records).
+//! * [`UnitHealth`] is the journal projection the status fold reads.
+
+mod error;
+pub mod faults;
+mod health;
+mod publisher;
+mod steps;
+mod supervisor;
+mod trigger;
+mod unit;
+
+pub use error::UnitError;
+pub use health::{UnitHealth, UnitState};
+pub use publisher::{
+    EventPublisher, EventSink, EventSpec, EventType, PublisherArgs, PublisherMsg, SinkError, fnv1a,
+};
+pub use steps::{PASS_ACTION, StepSpec, Steps, event_detail};
+pub use supervisor::{ChildSpec, Readiness, RestartPolicy, Supervisor, SupervisorArgs};
+pub use trigger::Trigger;
+pub use unit::{Pass, PassHook, TraceSource, Unit, UnitActor, UnitArgs, UnitMsg};

@@ -181,19 +181,32 @@ mod tests {
                     duration_ms
                 })
             ),
-            (s(), proptest::option::of(object()), any::<bool>(), s(), s()).prop_map(
-                |(unit, object, ev, dedupe_key, summary)| Body::Published(Published {
-                    unit,
-                    object,
-                    kind: if ev {
-                        PublishKind::Event
-                    } else {
-                        PublishKind::Status
-                    },
-                    dedupe_key,
-                    summary
-                })
-            ),
+            (
+                s(),
+                proptest::option::of(object()),
+                any::<bool>(),
+                s(),
+                any::<u64>(),
+                any::<u64>(),
+                s()
+            )
+                .prop_map(
+                    |(unit, object, ev, dedupe_key, source_seq, count, summary)| Body::Published(
+                        Published {
+                            unit,
+                            object,
+                            kind: if ev {
+                                PublishKind::Event
+                            } else {
+                                PublishKind::Status
+                            },
+                            dedupe_key,
+                            source_seq,
+                            count,
+                            summary
+                        }
+                    )
+                ),
             (
                 s(),
                 any::<u64>(),

@@ -145,6 +145,11 @@ pub struct Published {
     pub object: Option<ObjectRef>,
     pub kind: PublishKind,
     pub dedupe_key: String,
+    /// The record (usually an Outcome) this publication projects; a publisher that finds
+    /// `source_seq` already covered for its key knows the write went out (exactly once).
+    pub source_seq: Seq,
+    /// How many times this key has been published (Event series count; 1 for status).
+    pub count: u64,
     pub summary: String,
 }
 

@@ -332,7 +332,8 @@ pub fn entry_json(entry: &Entry) -> Value {
                 },
                 Body::Published(p) => json!({
                     "kind": match p.kind { PublishKind::Event => "event", PublishKind::Status => "status" },
-                    "dedupe_key": p.dedupe_key, "summary": p.summary,
+                    "dedupe_key": p.dedupe_key, "source_seq": p.source_seq, "count": p.count,
+                    "summary": p.summary,
                 }),
                 Body::Snapshot(s) => {
                     json!({"projection": s.projection, "upto_seq": s.upto_seq, "state_len": s.state.len()})

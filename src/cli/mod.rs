@@ -7,6 +7,8 @@ use clap::{Parser, Subcommand};
 mod crds;
 mod dev;
 mod journal;
+mod operator;
+pub mod signals;
 mod since;
 
 #[derive(Debug, Parser)]
@@ -31,6 +33,8 @@ pub enum Command {
     /// Post-mortems on a journal directory: inspect, verify, stats (read a private copy).
     #[command(subcommand)]
     Journal(journal::JournalCommand),
+    /// Run the operator (reconciles the LVMCluster in --namespace).
+    Operator(operator::OperatorArgs),
     /// Developer tools: a local control plane on loopback.
     #[command(subcommand)]
     Dev(dev::DevCommand),
@@ -41,5 +45,6 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Crds { out_dir } => crds::run(out_dir),
         Command::Dev(cmd) => dev::run(cmd),
         Command::Journal(cmd) => journal::run(cmd),
+        Command::Operator(args) => operator::run_cmd(args),
     }
 }

@@ -54,6 +54,8 @@ pub fn published(unit: &str, key: &str, summary: &str) -> Published {
         object: Some(object("c")),
         kind: PublishKind::Event,
         dedupe_key: key.into(),
+        source_seq: 0,
+        count: 1,
         summary: summary.into(),
     }
 }

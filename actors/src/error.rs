@@ -1,0 +1,50 @@
+use std::fmt;
+
+/// Why a pass or a step did not complete. `reason` is a stable CamelCase word (it becomes an
+/// Event reason and a condition message prefix); `message` says what to do about it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub struct UnitError {
+    pub reason: String,
+    pub message: String,
+    /// False when retrying cannot help until the input changes (e.g. an invalid spec).
+    pub retryable: bool,
+    /// Retry at this fixed delay instead of the unit's backoff (e.g. LVMS's 10 s while a
+    /// deletion gate holds).
+    pub retry_after: Option<std::time::Duration>,
+}
+
+impl UnitError {
+    pub fn retryable(reason: impl Into<String>, message: impl Into<String>) -> Self {
+        UnitError {
+            reason: reason.into(),
+            message: message.into(),
+            retryable: true,
+            retry_after: None,
+        }
+    }
+
+    pub fn permanent(reason: impl Into<String>, message: impl Into<String>) -> Self {
+        UnitError {
+            reason: reason.into(),
+            message: message.into(),
+            retryable: false,
+            retry_after: None,
+        }
+    }
+
+    pub fn with_retry_after(mut self, after: std::time::Duration) -> Self {
+        self.retry_after = Some(after);
+        self
+    }
+
+    /// A journal failure is never ignored: the pass fails and the unit retries.
+    pub fn journal(err: lvms_journal::JournalError) -> Self {
+        UnitError::retryable("JournalWriteFailed", err.to_string())
+    }
+}
+
+impl fmt::Display for UnitError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.reason, self.message)
+    }
+}

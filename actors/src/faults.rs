@@ -1,0 +1,109 @@
+//! Crash points for the SIGKILL tests. `LVMS_CRASH_AT=<point>[:<unit>][@<n>]` makes the
+//! process SIGKILL itself the n-th time (default 1st) it reaches `<point>` (in `<unit>`, when
+//! given). Unset in production: the check is one OnceLock read.
+
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+/// After an Intent is durable, before its side effect.
+pub const INTENT_DURABLE: &str = "intent-durable";
+/// After the side effect, before its Outcome is appended.
+pub const APPLIED: &str = "applied";
+/// After a pass Outcome, before its Event is published.
+pub const OUTCOME: &str = "outcome";
+/// After an Event was written to the API, before its Published record.
+pub const EVENT_WRITTEN: &str = "event-written";
+
+struct Spec {
+    point: String,
+    unit: Option<String>,
+    nth: u32,
+    seen: AtomicU32,
+}
+
+fn spec() -> Option<&'static Spec> {
+    static SPEC: OnceLock<Option<Spec>> = OnceLock::new();
+    SPEC.get_or_init(|| parse(&std::env::var("LVMS_CRASH_AT").ok()?))
+        .as_ref()
+}
+
+fn parse(raw: &str) -> Option<Spec> {
+    let raw = raw.trim();
+    if raw.is_empty() {
+        return None;
+    }
+    let (head, nth) = match raw.split_once('@') {
+        Some((h, n)) => (h, n.parse().unwrap_or(1)),
+        None => (raw, 1),
+    };
+    let (point, unit) = match head.split_once(':') {
+        Some((p, u)) => (p.to_string(), Some(u.to_string())),
+        None => (head.to_string(), None),
+    };
+    Some(Spec {
+        point,
+        unit,
+        nth,
+        seen: AtomicU32::new(0),
+    })
+}
+
+/// SIGKILL this process if the configured crash point is reached.
+pub fn crash_point(point: &str, unit: &str) {
+    let Some(spec) = spec() else { return };
+    if spec.point != point || spec.unit.as_deref().is_some_and(|u| u != unit) {
+        return;
+    }
+    if spec.seen.fetch_add(1, Ordering::SeqCst) + 1 == spec.nth {
+        tracing::warn!(point, unit, "LVMS_CRASH_AT reached: SIGKILL");
+        // SAFETY: kill(2) on our own pid; SIGKILL cannot be caught, which is the point.
+        unsafe {
+            libc::kill(libc::getpid(), libc::SIGKILL);
+        }
+    }
+}
+
+/// `LVMS_PANIC_IN=<unit>[@<n>|@always]`: the unit's actor panics on its n-th pass (default
+/// 1st) after each (re)start, or on every pass — to prove supervision and its intensity limit.
+pub fn panic_point(unit: &str, pass: u64) {
+    static SPEC: OnceLock<Option<(String, Option<u64>)>> = OnceLock::new();
+    let spec = SPEC.get_or_init(|| {
+        let raw = std::env::var("LVMS_PANIC_IN").ok()?;
+        let (u, n) = match raw.split_once('@') {
+            Some((u, "always")) => (u.to_string(), None),
+            Some((u, n)) => (u.to_string(), Some(n.parse().unwrap_or(1))),
+            None => (raw, Some(1)),
+        };
+        Some((u, n))
+    });
+    let Some((u, n)) = spec else { return };
+    if u != unit {
+        return;
+    }
+    static FIRED: AtomicU32 = AtomicU32::new(0);
+    let fire = match n {
+        None => true,
+        // Once per process: the restarted actor must then converge.
+        Some(n) => pass == *n && FIRED.fetch_add(1, Ordering::SeqCst) == 0,
+    };
+    if fire {
+        panic!("LVMS_PANIC_IN: injected panic in unit {unit} (pass {pass})");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_point_unit_and_count() {
+        let s = parse("applied:storage-classes@3").unwrap();
+        assert_eq!(
+            (s.point.as_str(), s.unit.as_deref(), s.nth),
+            ("applied", Some("storage-classes"), 3)
+        );
+        let s = parse("outcome").unwrap();
+        assert_eq!((s.point.as_str(), s.unit, s.nth), ("outcome", None, 1));
+        assert!(parse("  ").is_none());
+    }
+}

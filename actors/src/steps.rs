@@ -1,0 +1,203 @@
+//! The journaled step executor: the only way a unit performs a side effect.
+//!
+//! `run` = append Intent (flushed) → effect → append Outcome. The first step of a pass opens
+//! the pass intent (action [`PASS_ACTION`]); the unit actor closes it with the pass result,
+//! and that Outcome is what Events and unit health are projected from.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+use lvms_journal::{Intent, Journal, ObjectRef, OutcomeResult, Seq, Trace};
+
+use crate::error::UnitError;
+use crate::faults;
+
+pub const PASS_ACTION: &str = "pass";
+
+/// Outcome detail keys that make the publisher emit a specific Event for a step.
+pub fn event_detail(type_: &str, reason: &str, note: &str) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        ("event.type".to_string(), type_.to_string()),
+        ("event.reason".to_string(), reason.to_string()),
+        ("event.note".to_string(), note.to_string()),
+    ])
+}
+
+/// What a step is about to do, before it does it.
+#[derive(Debug, Clone)]
+pub struct StepSpec {
+    pub object: ObjectRef,
+    /// `apply`, `delete`, `remove-finalizer`, ...
+    pub action: String,
+    /// Digest of the desired state this step writes (empty for deletes).
+    pub desired_digest: String,
+}
+
+impl StepSpec {
+    pub fn idempotency_key(&self, unit: &str) -> String {
+        format!(
+            "{unit}/{}/{}/{}",
+            self.action, self.object, self.desired_digest
+        )
+    }
+}
+
+#[derive(Default)]
+struct PassState {
+    subject: Option<ObjectRef>,
+    seq: Option<Seq>,
+    applied: u32,
+}
+
+/// Handed to a unit for one pass. Cloning shares the pass.
+#[derive(Clone)]
+pub struct Steps {
+    journal: Arc<Journal>,
+    unit: Arc<str>,
+    epoch: Arc<AtomicU64>,
+    trace: Trace,
+    pass: Arc<Mutex<PassState>>,
+}
+
+impl Steps {
+    pub(crate) fn new(
+        journal: Arc<Journal>,
+        unit: Arc<str>,
+        epoch: Arc<AtomicU64>,
+        trace: Trace,
+        resumed: Option<(Seq, ObjectRef)>,
+    ) -> Self {
+        let pass = PassState {
+            subject: resumed.as_ref().map(|(_, o)| o.clone()),
+            seq: resumed.map(|(s, _)| s),
+            applied: 0,
+        };
+        Steps {
+            journal,
+            unit,
+            epoch,
+            trace,
+            pass: Arc::new(Mutex::new(pass)),
+        }
+    }
+
+    pub fn unit(&self) -> &str {
+        &self.unit
+    }
+
+    pub fn journal(&self) -> &Arc<Journal> {
+        &self.journal
+    }
+
+    pub fn trace(&self) -> Trace {
+        self.trace
+    }
+
+    /// The object this pass reconciles (the LVMCluster); Events of the pass regard it.
+    pub fn begin(&self, subject: ObjectRef) {
+        if let Ok(mut p) = self.pass.lock() {
+            p.subject = Some(subject);
+        }
+    }
+
+    pub(crate) fn subject(&self) -> Option<ObjectRef> {
+        self.pass.lock().ok().and_then(|p| p.subject.clone())
+    }
+
+    pub(crate) fn pass_seq(&self) -> Option<Seq> {
+        self.pass.lock().ok().and_then(|p| p.seq)
+    }
+
+    pub(crate) fn applied(&self) -> u32 {
+        self.pass.lock().map(|p| p.applied).unwrap_or(0)
+    }
+
+    fn intent(&self, object: ObjectRef, action: &str, digest: &str, key: String) -> Intent {
+        Intent {
+            unit: self.unit.to_string(),
+            object,
+            action: action.to_string(),
+            desired_digest: digest.to_string(),
+            idempotency_key: key,
+            lease_epoch: self.epoch.load(Ordering::Acquire),
+        }
+    }
+
+    /// Open the pass intent if this pass has none yet.
+    pub(crate) fn open_pass(&self) -> Result<Seq, UnitError> {
+        let mut p = self
+            .pass
+            .lock()
+            .map_err(|_| UnitError::retryable("Internal", "pass state poisoned"))?;
+        if let Some(seq) = p.seq {
+            return Ok(seq);
+        }
+        let subject = p.subject.clone().unwrap_or_default();
+        let key = format!("{}/{PASS_ACTION}/{}", self.unit, subject);
+        let intent = self.intent(subject, PASS_ACTION, "", key);
+        let seq = self
+            .journal
+            .append_intent(intent, self.trace)
+            .map_err(UnitError::journal)?;
+        p.seq = Some(seq);
+        Ok(seq)
+    }
+
+    /// Run one side effect under a write-ahead intent. The effect must be idempotent: after
+    /// a crash it may be re-run by replay.
+    pub async fn run<F, Fut>(
+        &self,
+        spec: StepSpec,
+        effect: F,
+    ) -> Result<BTreeMap<String, String>, UnitError>
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<BTreeMap<String, String>, UnitError>>,
+    {
+        self.open_pass()?;
+        let key = spec.idempotency_key(&self.unit);
+        let intent = self.intent(spec.object, &spec.action, &spec.desired_digest, key);
+        let seq = self
+            .journal
+            .append_intent(intent, self.trace)
+            .map_err(UnitError::journal)?;
+        faults::crash_point(faults::INTENT_DURABLE, &self.unit);
+        let started = Instant::now();
+        let result = effect().await;
+        faults::crash_point(faults::APPLIED, &self.unit);
+        self.close(seq, &result, started)?;
+        if result.is_ok()
+            && let Ok(mut p) = self.pass.lock()
+        {
+            p.applied += 1;
+        }
+        result
+    }
+
+    /// Close an intent (a step, or a replayed one) with the effect's result.
+    pub fn close(
+        &self,
+        seq: Seq,
+        result: &Result<BTreeMap<String, String>, UnitError>,
+        started: Instant,
+    ) -> Result<Seq, UnitError> {
+        let outcome = match result {
+            Ok(detail) => OutcomeResult::Ok {
+                resource_version: detail.get("resourceVersion").cloned(),
+                detail: detail.clone(),
+            },
+            Err(e) => OutcomeResult::Err {
+                reason: e.reason.clone(),
+                message: e.message.clone(),
+                retryable: e.retryable,
+            },
+        };
+        self.journal
+            .append_outcome(seq, outcome, started.elapsed(), self.trace)
+            .map_err(UnitError::journal)
+    }
+}

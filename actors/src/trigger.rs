@@ -1,0 +1,65 @@
+//! Coalescing wake-ups. Watch events bump a unit's trigger; the unit runs one pass per burst:
+//! a bump while a pass is queued is absorbed, a bump during a pass queues exactly one more.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use ractor::ActorRef;
+
+use crate::unit::UnitMsg;
+
+#[derive(Clone, Default)]
+pub struct Trigger(Arc<Inner>);
+
+#[derive(Default)]
+struct Inner {
+    pending: AtomicBool,
+    bumps: AtomicU64,
+    reason: Mutex<String>,
+    target: Mutex<Option<ActorRef<UnitMsg>>>,
+}
+
+impl Trigger {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Ask for a pass. Cheap and idempotent while one is already queued.
+    pub fn bump(&self, reason: &str) {
+        self.0.bumps.fetch_add(1, Ordering::Relaxed);
+        if let Ok(mut r) = self.0.reason.lock() {
+            reason.clone_into(&mut r);
+        }
+        if !self.0.pending.swap(true, Ordering::AcqRel) {
+            self.send();
+        }
+    }
+
+    /// Total bumps so far (benchmarks compare it with passes run).
+    pub fn bumps(&self) -> u64 {
+        self.0.bumps.load(Ordering::Relaxed)
+    }
+
+    fn send(&self) {
+        let target = self.0.target.lock().ok().and_then(|t| t.clone());
+        if let Some(actor) = target {
+            // A dead actor is fine: its replacement attaches and runs a pass anyway.
+            let _ = actor.send_message(UnitMsg::Run);
+        }
+    }
+
+    /// Called by a (re)started unit actor: from now on bumps go to it.
+    pub(crate) fn attach(&self, actor: ActorRef<UnitMsg>) {
+        if let Ok(mut t) = self.0.target.lock() {
+            *t = Some(actor);
+        }
+        self.0.pending.store(true, Ordering::Release);
+        self.send();
+    }
+
+    /// Called at the start of a pass: later bumps queue a new pass. Returns the last reason.
+    pub(crate) fn take(&self) -> String {
+        self.0.pending.store(false, Ordering::Release);
+        self.0.reason.lock().map(|r| r.clone()).unwrap_or_default()
+    }
+}

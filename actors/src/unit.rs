@@ -1,0 +1,328 @@
+//! One actor per reconcile unit: replay open intents, then one pass per coalesced burst.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+use std::time::{Duration, Instant};
+
+use lvms_journal::{Intent, Journal, ObjectRef, Record, Seq, Trace};
+use ractor::{Actor, ActorProcessingErr, ActorRef};
+use tokio::task::JoinHandle;
+use tracing::{Instrument, error, info, info_span, warn};
+
+use crate::error::UnitError;
+use crate::faults;
+use crate::health::UnitHealth;
+use crate::publisher::PublisherMsg;
+use crate::steps::{PASS_ACTION, Steps};
+use crate::trigger::Trigger;
+
+/// What a successful pass reports.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Pass {
+    /// One line for the journal and the status (e.g. "3 objects in sync").
+    pub summary: String,
+    /// Come back later even without a watch event (e.g. waiting for a kubelet).
+    pub requeue_after: Option<Duration>,
+}
+
+/// A reconcile unit: pure decisions inside, side effects only through [`Steps`].
+pub trait Unit: Send + Sync + 'static {
+    fn name(&self) -> &str;
+
+    /// One level-based pass from the current caches. Calls `steps.begin(subject)` once the
+    /// subject (the LVMCluster) is known; every write goes through `steps.run`.
+    fn reconcile(&self, steps: &Steps) -> impl Future<Output = Result<Pass, UnitError>> + Send;
+
+    /// Resolve an intent left open by a crash: look at the world first, redo only what is
+    /// missing, and return the detail for its Outcome.
+    fn replay(
+        &self,
+        intent: &Intent,
+        steps: &Steps,
+    ) -> impl Future<Output = Result<BTreeMap<String, String>, UnitError>> + Send;
+}
+
+#[derive(Debug)]
+pub enum UnitMsg {
+    Run,
+}
+
+/// Hook run after a pass whose outcome was journaled (the operator bumps the status unit).
+pub type PassHook = Arc<dyn Fn(&str) + Send + Sync>;
+/// Trace context for a new pass (OpenTelemetry when enabled, zeros otherwise).
+pub type TraceSource = Arc<dyn Fn() -> Trace + Send + Sync>;
+
+pub struct UnitArgs<U> {
+    pub unit: Arc<U>,
+    pub journal: Arc<Journal>,
+    pub epoch: Arc<AtomicU64>,
+    pub trigger: Trigger,
+    pub publisher: Option<ActorRef<PublisherMsg>>,
+    pub on_pass: Option<PassHook>,
+    pub trace: Option<TraceSource>,
+    /// Quiet time before a pass starts, so a burst of watch events becomes one pass.
+    pub debounce: Duration,
+}
+
+impl<U> Clone for UnitArgs<U> {
+    fn clone(&self) -> Self {
+        UnitArgs {
+            unit: self.unit.clone(),
+            journal: self.journal.clone(),
+            epoch: self.epoch.clone(),
+            trigger: self.trigger.clone(),
+            publisher: self.publisher.clone(),
+            on_pass: self.on_pass.clone(),
+            trace: self.trace.clone(),
+            debounce: self.debounce,
+        }
+    }
+}
+
+pub struct UnitActor<U>(std::marker::PhantomData<fn() -> U>);
+
+impl<U> Default for UnitActor<U> {
+    fn default() -> Self {
+        UnitActor(std::marker::PhantomData)
+    }
+}
+
+pub struct UnitState<U> {
+    args: UnitArgs<U>,
+    replayed: bool,
+    resumed: Option<(Seq, ObjectRef)>,
+    /// (ok, message) of the last journaled pass: passes that change nothing and report the
+    /// same health write nothing, so a steady state leaves the journal alone.
+    last_health: Option<(bool, String)>,
+    failures: u32,
+    requeue: Option<JoinHandle<()>>,
+    passes: u64,
+}
+
+impl<U: Unit> Actor for UnitActor<U> {
+    type Msg = UnitMsg;
+    type State = UnitState<U>;
+    type Arguments = UnitArgs<U>;
+
+    async fn pre_start(
+        &self,
+        myself: ActorRef<UnitMsg>,
+        args: UnitArgs<U>,
+    ) -> Result<UnitState<U>, ActorProcessingErr> {
+        let name = args.unit.name().to_string();
+        let health = args.journal.rebuild::<UnitHealth>()?.state;
+        let last_health = health.units.get(&name).map(|s| (s.ok, s.message.clone()));
+        args.trigger.attach(myself);
+        Ok(UnitState {
+            args,
+            replayed: false,
+            resumed: None,
+            last_health,
+            failures: 0,
+            requeue: None,
+            passes: 0,
+        })
+    }
+
+    async fn post_stop(
+        &self,
+        _myself: ActorRef<UnitMsg>,
+        state: &mut UnitState<U>,
+    ) -> Result<(), ActorProcessingErr> {
+        if let Some(t) = state.requeue.take() {
+            t.abort();
+        }
+        Ok(())
+    }
+
+    async fn handle(
+        &self,
+        _myself: ActorRef<UnitMsg>,
+        msg: UnitMsg,
+        state: &mut UnitState<U>,
+    ) -> Result<(), ActorProcessingErr> {
+        match msg {
+            UnitMsg::Run => {
+                tokio::time::sleep(state.args.debounce).await;
+                let trigger = state.args.trigger.take();
+                state.passes += 1;
+                faults::panic_point(state.args.unit.name(), state.passes);
+                let trace = state.args.trace.as_ref().map(|f| f()).unwrap_or_default();
+                let span = info_span!("reconcile", unit = state.args.unit.name(), trigger = %trigger, trace_id = %trace.trace_id);
+                run_pass(state, trace).instrument(span).await;
+            }
+        }
+        Ok(())
+    }
+}
+
+async fn replay<U: Unit>(state: &mut UnitState<U>, trace: Trace) -> Result<(), UnitError> {
+    let a = &state.args;
+    let name = a.unit.name();
+    let open = a
+        .journal
+        .open_intents_for(name)
+        .map_err(UnitError::journal)?;
+    let mut passes: Vec<(Seq, ObjectRef)> = Vec::new();
+    for rec in open {
+        let Record {
+            seq,
+            body: lvms_journal::Body::Intent(intent),
+            ..
+        } = rec
+        else {
+            continue;
+        };
+        if intent.action == PASS_ACTION {
+            passes.push((seq, intent.object));
+            continue;
+        }
+        let steps = Steps::new(a.journal.clone(), name.into(), a.epoch.clone(), trace, None);
+        let started = Instant::now();
+        let result = a.unit.replay(&intent, &steps).await;
+        match &result {
+            Ok(detail) => {
+                info!(seq, action = %intent.action, object = %intent.object, ?detail, "replayed open intent")
+            }
+            Err(e) => {
+                warn!(seq, action = %intent.action, object = %intent.object, error = %e, "replay of open intent failed; closed, the next pass retries")
+            }
+        }
+        let result = result.map(|mut d| {
+            d.insert("replayed".into(), "true".into());
+            d
+        });
+        steps.close(seq, &result, started)?;
+    }
+    // The interrupted pass resumes: the next pass closes it instead of opening a new one.
+    // More than one open pass cannot happen with one writer per unit, but close extras anyway.
+    let latest = passes.pop();
+    for (seq, object) in passes {
+        let steps = Steps::new(a.journal.clone(), name.into(), a.epoch.clone(), trace, None);
+        steps.begin(object);
+        steps.close(
+            seq,
+            &Err(UnitError::retryable(
+                "Superseded",
+                "a later pass of this unit was also interrupted",
+            )),
+            Instant::now(),
+        )?;
+    }
+    state.resumed = latest;
+    Ok(())
+}
+
+async fn run_pass<U: Unit>(state: &mut UnitState<U>, trace: Trace) {
+    if let Some(t) = state.requeue.take() {
+        t.abort();
+    }
+    let name = state.args.unit.name().to_string();
+    if !state.replayed {
+        if let Err(e) = replay(state, trace).await {
+            error!(unit = %name, error = %e, "replay failed; retrying");
+            schedule(state, backoff(state.failures));
+            state.failures += 1;
+            return;
+        }
+        state.replayed = true;
+    }
+    let a = state.args.clone();
+    let steps = Steps::new(
+        a.journal.clone(),
+        name.as_str().into(),
+        a.epoch.clone(),
+        trace,
+        state.resumed.take(),
+    );
+    let result = a.unit.reconcile(&steps).await;
+    let health = match &result {
+        Ok(p) => (true, p.summary.clone()),
+        Err(e) => (false, e.to_string()),
+    };
+    let journaled = match journal_pass(state, &steps, &result, &health) {
+        Ok(seq) => seq,
+        Err(e) => {
+            error!(unit = %name, error = %e, "could not journal the pass outcome");
+            None
+        }
+    };
+    if let Some(seq) = journaled {
+        faults::crash_point(faults::OUTCOME, &name);
+        state.last_health = Some(health);
+        if let Some(p) = &a.publisher {
+            let _ = p.send_message(PublisherMsg::Outcome(seq));
+        }
+        if let Some(hook) = &a.on_pass {
+            hook(&name);
+        }
+    }
+    match result {
+        Ok(pass) => {
+            state.failures = 0;
+            if let Some(after) = pass.requeue_after {
+                schedule(state, after);
+            }
+        }
+        Err(e) => {
+            let delay = e.retry_after.unwrap_or_else(|| backoff(state.failures));
+            state.failures = state.failures.saturating_add(1);
+            if e.retryable {
+                warn!(unit = %name, error = %e, retry_in = ?delay, "pass failed");
+                schedule(state, delay);
+            } else {
+                warn!(unit = %name, error = %e, "pass failed; waiting for the input to change");
+            }
+        }
+    }
+}
+
+/// Close the pass intent (open if steps ran, or when health changed). Returns its Outcome seq.
+fn journal_pass<U>(
+    state: &UnitState<U>,
+    steps: &Steps,
+    result: &Result<Pass, UnitError>,
+    health: &(bool, String),
+) -> Result<Option<Seq>, UnitError> {
+    let changed = state.last_health.as_ref() != Some(health);
+    if steps.pass_seq().is_none() && (!changed || steps.subject().is_none()) {
+        return Ok(None);
+    }
+    let seq = steps.open_pass()?;
+    let result = match result {
+        Ok(p) => Ok(BTreeMap::from([
+            ("summary".to_string(), p.summary.clone()),
+            ("applied".to_string(), steps.applied().to_string()),
+        ])),
+        Err(e) => Err(e.clone()),
+    };
+    steps.close(seq, &result, Instant::now()).map(Some)
+}
+
+fn backoff(failures: u32) -> Duration {
+    Duration::from_millis(500u64.saturating_mul(1 << failures.min(6))).min(Duration::from_secs(30))
+}
+
+fn schedule<U>(state: &mut UnitState<U>, after: Duration) {
+    let trigger = state.args.trigger.clone();
+    state.requeue = Some(tokio::spawn(async move {
+        tokio::time::sleep(after).await;
+        trigger.bump("requeue");
+    }));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::backoff;
+    use std::time::Duration;
+
+    #[test]
+    fn backoff_doubles_then_caps() {
+        assert_eq!(backoff(0), Duration::from_millis(500));
+        assert_eq!(backoff(1), Duration::from_secs(1));
+        assert_eq!(backoff(3), Duration::from_secs(4));
+        assert_eq!(backoff(20), Duration::from_secs(30));
+    }
+}

@@ -1,0 +1,353 @@
+//! UnitActor against a real journal: coalescing, write-ahead steps, quiet steady state,
+//! replay of intents left open by a crash.
+
+mod common;
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use common::*;
+use lvms_actors::{PASS_ACTION, Trigger, UnitError, UnitHealth};
+use lvms_journal::{Body, OutcomeResult, Trace};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bursts_of_bumps_coalesce_into_at_most_one_more_pass() {
+    let env = Env::new("coalesce");
+    let unit = FakeUnit::new("u");
+    unit.hold.store(true, Ordering::SeqCst);
+    let trigger = Trigger::new();
+    let mut args = unit_args(&unit, &env.journal, &trigger);
+    args.debounce = Duration::from_millis(150); // wide enough for a 100-bump burst on a busy box
+    let (actor, _) = spawn_unit(args).await;
+
+    // The start pass is running (held inside reconcile).
+    wait_until("the start pass to run", || unit.passes() == 1).await;
+    for _ in 0..100 {
+        trigger.bump("burst while running");
+    }
+    assert_eq!(trigger.bumps(), 100);
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert_eq!(unit.passes(), 1, "no second pass may start while one runs");
+    unit.hold.store(false, Ordering::SeqCst);
+    wait_until("the coalesced follow-up pass", || unit.passes() == 2).await;
+    settle().await;
+    assert_eq!(
+        unit.passes(),
+        2,
+        "100 bumps during a pass must lead to exactly one more pass"
+    );
+
+    // A bump after the pass completed runs another pass.
+    trigger.bump("after the pass");
+    wait_until("a pass after a later bump", || unit.passes() == 3).await;
+    settle().await;
+    assert_eq!(unit.passes(), 3);
+
+    // A burst while a pass is queued (in its debounce) is absorbed into that pass.
+    for _ in 0..100 {
+        trigger.bump("burst while queued");
+    }
+    wait_until("the pass for the queued burst", || unit.passes() == 4).await;
+    settle().await;
+    assert_eq!(
+        unit.passes(),
+        4,
+        "a burst while a pass is queued must be one pass"
+    );
+    assert_eq!(trigger.bumps(), 201);
+    stop(&actor).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn step_intent_is_durable_and_open_during_its_effect_and_closed_after() {
+    let env = Env::new("write-ahead");
+    let unit = FakeUnit::new("u");
+    unit.steps_per_pass.store(2, Ordering::SeqCst);
+    unit.check_durable.store(true, Ordering::SeqCst);
+    unit.set_journal_path(env.journal_path());
+    let trigger = Trigger::new();
+    let (actor, _) = spawn_unit(unit_args(&unit, &env.journal, &trigger)).await;
+    let j = env.journal.clone();
+    wait_until("the pass outcome", || pass_outcomes(&j).len() == 1).await;
+    stop(&actor).await;
+
+    // pass intent, (step intent, step outcome) x2, pass outcome.
+    assert_eq!(
+        kinds(&j),
+        [
+            "intent", "intent", "outcome", "intent", "outcome", "outcome"
+        ]
+    );
+    let recs = records(&j);
+    let Body::Intent(pass) = &recs[0].body else {
+        unreachable!()
+    };
+    assert_eq!(pass.action, PASS_ACTION);
+    assert_eq!(pass.object, subject());
+    let pass_seq = recs[0].seq;
+
+    let effects = unit.effects();
+    assert_eq!(effects.len(), 2);
+    let mut step_seqs = Vec::new();
+    for view in &effects {
+        // Inside the effect: the pass intent and exactly this step's intent are open.
+        let open: Vec<_> = view
+            .open
+            .iter()
+            .map(|r| match &r.body {
+                Body::Intent(i) => (r.seq, i.action.clone(), i.object.clone()),
+                other => panic!("open intent index returned {other:?}"),
+            })
+            .collect();
+        assert_eq!(
+            open.len(),
+            2,
+            "open intents during step {}: {open:?}",
+            view.step
+        );
+        assert_eq!(open[0], (pass_seq, PASS_ACTION.to_string(), subject()));
+        assert_eq!(open[1].1, "apply");
+        assert_eq!(open[1].2, view.object);
+        step_seqs.push(open[1].0);
+    }
+    // The first step's intent was on disk before its effect ran.
+    let durable = effects[0]
+        .durable_open
+        .as_ref()
+        .expect("durability checked");
+    assert!(
+        durable.iter().any(|r| r.seq == step_seqs[0]),
+        "step intent {} missing from the on-disk copy: {durable:?}",
+        step_seqs[0]
+    );
+
+    // After each step: closed, and its Outcome follows before the next step's intent.
+    for (k, &s) in step_seqs.iter().enumerate() {
+        assert!(!j.is_open(s).unwrap(), "step intent {s} still open");
+        let outcomes: Vec<_> = recs
+            .iter()
+            .filter(|r| matches!(&r.body, Body::Outcome(o) if o.intent_seq == s))
+            .collect();
+        assert_eq!(outcomes.len(), 1, "exactly one outcome for step intent {s}");
+        assert_eq!(outcomes[0].seq, s + 1, "the outcome follows its step");
+        let Body::Outcome(o) = &outcomes[0].body else {
+            unreachable!()
+        };
+        assert_eq!(o.unit, "u");
+        assert_eq!(o.object, effects[k].object);
+        assert!(matches!(
+            &o.result,
+            OutcomeResult::Ok {
+                resource_version: Some(_),
+                ..
+            }
+        ));
+    }
+
+    // The pass outcome closes the pass intent, last, with what was applied.
+    let (seq, outcome) = pass_outcomes(&j).remove(0);
+    assert_eq!(seq, recs.last().unwrap().seq);
+    assert_eq!(outcome.intent_seq, pass_seq);
+    assert_eq!(
+        detail(&outcome).get("applied").map(String::as_str),
+        Some("2")
+    );
+    assert_eq!(
+        detail(&outcome).get("summary").map(String::as_str),
+        Some(SUMMARY)
+    );
+    assert!(j.open_intents().unwrap().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn passes_without_steps_and_unchanged_health_write_nothing() {
+    let env = Env::new("quiet");
+    let unit = FakeUnit::new("u");
+    let trigger = Trigger::new();
+    let j = env.journal.clone();
+    let (actor, _) = spawn_unit(unit_args(&unit, &j, &trigger)).await;
+
+    // The first pass establishes health (unknown → ok): journaled once, applied=0.
+    wait_until("the first pass outcome", || pass_outcomes(&j).len() == 1).await;
+    assert_eq!(kinds(&j), ["intent", "outcome"]);
+    assert_eq!(
+        detail(&pass_outcomes(&j)[0].1)
+            .get("applied")
+            .map(String::as_str),
+        Some("0")
+    );
+    let before = j.next_seq().unwrap();
+
+    for n in 2..=5 {
+        trigger.bump("nothing changed");
+        wait_until("another pass", || unit.passes() == n).await;
+    }
+    stop(&actor).await; // the last pass has finished journaling (or not)
+    assert_eq!(unit.passes(), 5);
+    assert_eq!(
+        j.next_seq().unwrap(),
+        before,
+        "steady-state passes must leave the journal alone: {:?}",
+        kinds(&j)
+    );
+
+    // A restarted actor knows the health from the journal: still nothing to write.
+    let (actor, _) = spawn_unit(unit_args(&unit, &j, &trigger)).await;
+    wait_until("the restarted actor's pass", || unit.passes() == 6).await;
+    stop(&actor).await;
+    assert_eq!(j.next_seq().unwrap(), before);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn health_change_without_steps_is_journaled_once() {
+    let env = Env::new("health-change");
+    let unit = FakeUnit::new("u");
+    let trigger = Trigger::new();
+    let j = env.journal.clone();
+    let (actor, _) = spawn_unit(unit_args(&unit, &j, &trigger)).await;
+    wait_until("the first pass outcome", || pass_outcomes(&j).len() == 1).await;
+
+    // ok → err: one pass intent + outcome, then identical failing passes write nothing.
+    unit.set_fail(Some(UnitError::permanent(
+        "InvalidSpec",
+        "deviceClasses must not be empty",
+    )));
+    for n in 2..=4 {
+        trigger.bump("spec changed");
+        wait_until("a failing pass", || unit.passes() == n).await;
+    }
+    // err → ok: journaled once more.
+    unit.set_fail(None);
+    for n in 5..=6 {
+        trigger.bump("spec fixed");
+        wait_until("a passing pass", || unit.passes() == n).await;
+    }
+    stop(&actor).await;
+
+    assert_eq!(
+        kinds(&j),
+        [
+            "intent", "outcome", "intent", "outcome", "intent", "outcome"
+        ]
+    );
+    let outcomes = pass_outcomes(&j);
+    let results: Vec<_> = outcomes
+        .iter()
+        .map(|(_, o)| match &o.result {
+            OutcomeResult::Ok { .. } => "ok".to_string(),
+            OutcomeResult::Err { reason, .. } => reason.clone(),
+        })
+        .collect();
+    assert_eq!(results, ["ok", "InvalidSpec", "ok"]);
+    assert!(j.open_intents().unwrap().is_empty());
+
+    let health = j.rebuild::<UnitHealth>().unwrap().state;
+    assert!(health.units["u"].ok);
+    assert_eq!(health.units["u"].seq, outcomes[2].0);
+}
+
+/// Leaves the journal as a crash inside a step's effect would: pass intent + step intent open.
+fn crash_leftovers(j: &lvms_journal::Journal, unit: &str) -> (u64, u64) {
+    let pass = j
+        .append_intent(
+            intent(unit, subject(), PASS_ACTION, &format!("{unit}/pass/x")),
+            Trace::default(),
+        )
+        .unwrap();
+    let step = j
+        .append_intent(
+            intent(
+                unit,
+                object("ConfigMap", "cm-0"),
+                "apply",
+                &format!("{unit}/apply/cm-0/digest-0"),
+            ),
+            Trace::default(),
+        )
+        .unwrap();
+    (pass, step)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn open_intents_are_replayed_before_the_first_pass_which_closes_the_open_pass() {
+    let env = Env::new("replay");
+    let (pass_seq, step_seq) = crash_leftovers(&env.journal, "u");
+    let env = env.reopen(); // a new process
+    let j = env.journal.clone();
+    assert_eq!(j.open_intent_seqs().unwrap(), [pass_seq, step_seq]);
+    let first_new = j.next_seq().unwrap();
+
+    let unit = FakeUnit::new("u");
+    unit.steps_per_pass.store(1, Ordering::SeqCst); // the resumed pass also runs a step
+    let trigger = Trigger::new();
+    let (actor, _) = spawn_unit(unit_args(&unit, &j, &trigger)).await;
+    wait_until("the resumed pass outcome", || pass_outcomes(&j).len() == 1).await;
+    // A later pass (no steps, same health: writes nothing) must not replay again.
+    unit.steps_per_pass.store(0, Ordering::SeqCst);
+    trigger.bump("later");
+    wait_until("a second pass", || unit.passes() == 2).await;
+    stop(&actor).await;
+
+    assert_eq!(
+        unit.log(),
+        ["replay:u/apply/cm-0/digest-0", "reconcile:1", "reconcile:2"],
+        "replay exactly once, before the first reconcile"
+    );
+    assert_eq!(unit.replayed().len(), 1);
+    assert_eq!(unit.replayed()[0].action, "apply");
+
+    let recs = records(&j);
+    // The replayed step's outcome comes first and says so.
+    let replay_out = recs
+        .iter()
+        .find(|r| matches!(&r.body, Body::Outcome(o) if o.intent_seq == step_seq))
+        .expect("outcome for the replayed step");
+    assert_eq!(replay_out.seq, first_new);
+    let Body::Outcome(o) = &replay_out.body else {
+        unreachable!()
+    };
+    assert_eq!(detail(o).get("replayed").map(String::as_str), Some("true"));
+    assert_eq!(
+        detail(o).get("found").map(String::as_str),
+        Some("already-applied")
+    );
+
+    // No new pass intent: the interrupted one was resumed and closed by the first pass.
+    let pass_intents: Vec<_> = recs
+        .iter()
+        .filter(|r| matches!(&r.body, Body::Intent(i) if i.action == PASS_ACTION))
+        .map(|r| r.seq)
+        .collect();
+    assert_eq!(pass_intents, [pass_seq]);
+    let outcomes = pass_outcomes(&j);
+    assert_eq!(
+        outcomes.len(),
+        1,
+        "the 2nd pass changed nothing new: {outcomes:?}"
+    );
+    assert_eq!(outcomes[0].1.intent_seq, pass_seq);
+    assert_eq!(
+        detail(&outcomes[0].1).get("applied").map(String::as_str),
+        Some("1")
+    );
+    assert!(j.open_intents().unwrap().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replay_leaves_other_units_intents_alone() {
+    let env = Env::new("replay-other");
+    let (_, _) = crash_leftovers(&env.journal, "u");
+    let (v_pass, v_step) = crash_leftovers(&env.journal, "v");
+    let j = env.journal.clone();
+
+    let unit = FakeUnit::new("u");
+    let trigger = Trigger::new();
+    let (actor, _) = spawn_unit(unit_args(&unit, &j, &trigger)).await;
+    wait_until("u's resumed pass", || pass_outcomes(&j).len() == 1).await;
+    stop(&actor).await;
+
+    assert_eq!(unit.replayed().len(), 1);
+    assert_eq!(unit.replayed()[0].unit, "u");
+    assert!(j.open_intents_for("u").unwrap().is_empty());
+    assert_eq!(j.open_intent_seqs().unwrap(), [v_pass, v_step]);
+}

@@ -1,0 +1,138 @@
+//! `lvms operator`: the cluster-level controller (one replica, Recreate, like LVMS).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Args;
+use lvms_actors::RestartPolicy;
+
+use crate::operator::run::{Config, run};
+
+#[derive(Debug, Args)]
+pub struct OperatorArgs {
+    /// The operator namespace: the LVMCluster and everything namespaced live here.
+    #[arg(long, env = "NAMESPACE")]
+    pub namespace: String,
+    /// Where the reconcile journal lives (`<dir>/operator`).
+    #[arg(
+        long,
+        env = "LVMS_JOURNAL_DIR",
+        default_value = "/var/lib/lvms/journal"
+    )]
+    pub journal_dir: PathBuf,
+    /// `/healthz` and `/readyz`.
+    #[arg(long, env = "LVMS_DIAGNOSTICS_ADDR", default_value = "0.0.0.0:8081")]
+    pub diagnostics_addr: SocketAddr,
+    /// Hold the Lease `1136b8a6.topolvm.io` before reconciling (off by default, as in LVMS).
+    #[arg(long, env = "LVMS_LEADER_ELECT", default_value_t = false)]
+    pub leader_elect: bool,
+    /// Image for the vg-manager DaemonSet. Default: this pod's own image (via `NAME`).
+    #[arg(long, env = "VGMANAGER_IMAGE")]
+    pub vg_manager_image: Option<String>,
+    /// Command the vg-manager DaemonSet runs.
+    #[arg(
+        long,
+        value_delimiter = ' ',
+        default_value = "/usr/bin/lvms vg-manager"
+    )]
+    pub vg_manager_command: Vec<String>,
+    /// This pod's name (downward API), used for the image lookup, Events and the lease.
+    #[arg(long, env = "NAME")]
+    pub pod_name: Option<String>,
+    /// Quiet time that coalesces a burst of watch events into one pass.
+    #[arg(long, default_value = "50ms", value_parser = parse_ms)]
+    pub debounce: Duration,
+    /// Restart intensity: at most this many actor restarts ...
+    #[arg(long, default_value_t = 5)]
+    pub max_restarts: usize,
+    /// ... within this window (seconds), else supervision gives up and /readyz fails.
+    #[arg(long, default_value_t = 30)]
+    pub restart_window_secs: u64,
+    /// Log format.
+    #[arg(long, env = "LVMS_LOG_FORMAT", default_value = "text", value_parser = ["text", "json"])]
+    pub log_format: String,
+}
+
+fn parse_ms(s: &str) -> Result<Duration, String> {
+    let n = s.strip_suffix("ms").unwrap_or(s);
+    n.parse::<u64>()
+        .map(Duration::from_millis)
+        .map_err(|e| format!("{s:?}: expected milliseconds like 50ms ({e})"))
+}
+
+pub fn init_logging(format: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    let _ = if format == "json" {
+        builder.json().try_init()
+    } else {
+        builder.try_init()
+    };
+}
+
+/// The pod's own image: container `manager` of pod `NAME` (LVMS does the same lookup).
+async fn own_image(client: &kube::Client, ns: &str, pod: &str) -> anyhow::Result<String> {
+    let p = kube::Api::<k8s_openapi::api::core::v1::Pod>::namespaced(client.clone(), ns)
+        .get(pod)
+        .await
+        .with_context(|| format!("reading pod {ns}/{pod} to find the vg-manager image"))?;
+    p.spec
+        .and_then(|s| {
+            s.containers
+                .into_iter()
+                .find(|c| c.name == "manager")
+                .and_then(|c| c.image)
+        })
+        .with_context(|| {
+            format!(
+                "pod {ns}/{pod} has no container `manager` with an image; pass --vg-manager-image"
+            )
+        })
+}
+
+pub fn run_cmd(args: OperatorArgs) -> anyhow::Result<ExitCode> {
+    init_logging(&args.log_format);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    rt.block_on(async move {
+        let client = kube::Client::try_default()
+            .await
+            .context("connecting to the API server (KUBECONFIG or in-cluster)")?;
+        let image = match (&args.vg_manager_image, &args.pod_name) {
+            (Some(i), _) => i.clone(),
+            (None, Some(pod)) => own_image(&client, &args.namespace, pod).await?,
+            (None, None) => anyhow::bail!(
+                "no vg-manager image: pass --vg-manager-image (VGMANAGER_IMAGE) or run in a pod with NAME set"
+            ),
+        };
+        let identity = args
+            .pod_name
+            .clone()
+            .unwrap_or_else(|| format!("lvms-operator-{}", std::process::id()));
+        let cfg = Config {
+            namespace: args.namespace,
+            journal_dir: args.journal_dir,
+            diagnostics_addr: args.diagnostics_addr,
+            leader_elect: args.leader_elect,
+            identity,
+            image,
+            vg_manager_command: args.vg_manager_command,
+            debounce: args.debounce,
+            restart_policy: RestartPolicy {
+                max_restarts: args.max_restarts,
+                within: Duration::from_secs(args.restart_window_secs),
+                ..RestartPolicy::default()
+            },
+        };
+        run(client, cfg, super::signals::terminated()).await?;
+        Ok(ExitCode::SUCCESS)
+    })
+}

@@ -1,0 +1,164 @@
+//! `lvms operator` as a child process, for tests, benchmarks and the demo: started against a
+//! kubeconfig, killed with SIGKILL on demand (crash tests), reaped on drop.
+
+use std::net::TcpListener;
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus};
+use std::time::{Duration, Instant};
+
+use super::process::{Lifetime, spawn};
+
+pub struct OperatorOptions {
+    /// The `lvms` binary.
+    pub bin: PathBuf,
+    pub kubeconfig: PathBuf,
+    pub namespace: String,
+    pub journal_dir: PathBuf,
+    pub log: PathBuf,
+    pub env: Vec<(String, String)>,
+    pub args: Vec<String>,
+}
+
+pub struct OperatorProcess {
+    child: Child,
+    pub diagnostics: u16,
+    pub log: PathBuf,
+}
+
+fn free_port() -> std::io::Result<u16> {
+    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+impl OperatorProcess {
+    pub fn start(opts: &OperatorOptions) -> std::io::Result<Self> {
+        let diagnostics = free_port()?;
+        let mut cmd = Command::new(&opts.bin);
+        cmd.arg("operator")
+            .arg("--namespace")
+            .arg(&opts.namespace)
+            .arg("--journal-dir")
+            .arg(&opts.journal_dir)
+            .arg("--diagnostics-addr")
+            .arg(format!("127.0.0.1:{diagnostics}"))
+            .arg("--vg-manager-image")
+            .arg("localhost/lvms:dev")
+            .args(&opts.args)
+            .env("KUBECONFIG", &opts.kubeconfig)
+            .env_remove("LVMS_CRASH_AT")
+            .env_remove("LVMS_PANIC_IN");
+        for (k, v) in &opts.env {
+            cmd.env(k, v);
+        }
+        let child = spawn(cmd, &opts.log, Lifetime::DieWithParent)?;
+        Ok(OperatorProcess {
+            child,
+            diagnostics,
+            log: opts.log.clone(),
+        })
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Wait for the process to exit on its own (e.g. a crash point); None on timeout.
+    pub fn wait_exit(&mut self, timeout: Duration) -> Option<ExitStatus> {
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        None
+    }
+
+    /// True if it died of SIGKILL (the crash points kill themselves this way).
+    pub fn killed_by_sigkill(status: &ExitStatus) -> bool {
+        status.signal() == Some(libc::SIGKILL)
+    }
+
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// SIGTERM and wait (graceful shutdown).
+    pub fn terminate(&mut self, grace: Duration) -> Option<ExitStatus> {
+        // SAFETY: signalling our own child by pid.
+        unsafe {
+            libc::kill(self.child.id() as i32, libc::SIGTERM);
+        }
+        let status = self.wait_exit(grace);
+        if status.is_none() {
+            self.kill();
+        }
+        status
+    }
+
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// GET a diagnostics path; returns (status code, body).
+    pub fn diagnostics_get(&self, path: &str) -> std::io::Result<(u16, String)> {
+        use std::io::{Read, Write};
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", self.diagnostics))?;
+        s.set_read_timeout(Some(Duration::from_secs(2)))?;
+        // One write: a request split over segments could meet an early close.
+        s.write_all(format!("GET {path} HTTP/1.1\r\nhost: x\r\n\r\n").as_bytes())?;
+        let mut out = String::new();
+        s.read_to_string(&mut out)?;
+        let code = out
+            .split_whitespace()
+            .nth(1)
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(0);
+        let body = out.split("\r\n\r\n").nth(1).unwrap_or_default().to_string();
+        Ok((code, body))
+    }
+
+    /// Resident set size in KiB (from /proc).
+    pub fn rss_kib(&self) -> Option<u64> {
+        proc_status_kib(self.child.id(), "VmRSS:")
+    }
+
+    /// User + system CPU time consumed so far, in clock ticks.
+    pub fn cpu_ticks(&self) -> Option<u64> {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).ok()?;
+        // Fields after the command name (which may hold spaces) start after the last ')'.
+        let rest = stat.rsplit_once(')')?.1;
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        Some(f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?)
+    }
+}
+
+fn proc_status_kib(pid: u32, field: &str) -> Option<u64> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    s.lines()
+        .find(|l| l.starts_with(field))?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}
+
+impl Drop for OperatorProcess {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// The `lvms` binary next to the running test/bench binary's target dir.
+pub fn lvms_bin_near(exe: &Path) -> Option<PathBuf> {
+    let mut dir = exe.parent()?;
+    for _ in 0..3 {
+        let cand = dir.join("lvms");
+        if cand.is_file() {
+            return Some(cand);
+        }
+        dir = dir.parent()?;
+    }
+    None
+}

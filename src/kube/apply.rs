@@ -1,0 +1,140 @@
+//! Writes: server-side apply (field manager `lvms-operator`, force), delete, finalizer edits.
+//! Every function is one side effect, called from inside a journaled step.
+
+use std::collections::BTreeMap;
+
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
+use kube::{Client, Error};
+use lvms_actors::UnitError;
+use serde_json::{Value, json};
+
+use super::FIELD_MANAGER;
+use super::kinds::Kind;
+
+fn api(client: &Client, kind: Kind, namespace: &str) -> Api<DynamicObject> {
+    let ar = kind.api_resource();
+    if kind.namespaced() {
+        Api::namespaced_with(client.clone(), namespace, &ar)
+    } else {
+        Api::all_with(client.clone(), &ar)
+    }
+}
+
+/// kube errors as unit errors: the reason names the HTTP failure, the message the object.
+pub fn unit_error(what: &str, err: Error) -> UnitError {
+    match err {
+        Error::Api(status) => {
+            let reason = match status.code {
+                403 => "Forbidden",
+                404 => "NotFound",
+                409 => "Conflict",
+                422 => "Invalid",
+                _ => "ApiError",
+            };
+            UnitError::retryable(reason, format!("{what}: {}", status.message))
+        }
+        other => UnitError::retryable("ApiUnavailable", format!("{what}: {other}")),
+    }
+}
+
+fn is_not_found(err: &Error) -> bool {
+    matches!(err, Error::Api(s) if s.code == 404)
+}
+
+fn rv_detail(obj: &DynamicObject) -> BTreeMap<String, String> {
+    obj.metadata
+        .resource_version
+        .iter()
+        .map(|rv| ("resourceVersion".to_string(), rv.clone()))
+        .collect()
+}
+
+fn name_of(obj: &Value) -> (&str, &str) {
+    let meta = &obj["metadata"];
+    (
+        meta["namespace"].as_str().unwrap_or_default(),
+        meta["name"].as_str().unwrap_or_default(),
+    )
+}
+
+/// Server-side apply of a full desired object (must carry apiVersion and kind).
+pub async fn apply(
+    client: &Client,
+    kind: Kind,
+    obj: &Value,
+) -> Result<BTreeMap<String, String>, UnitError> {
+    let (ns, name) = name_of(obj);
+    let params = PatchParams::apply(FIELD_MANAGER).force();
+    api(client, kind, ns)
+        .patch(name, &params, &Patch::Apply(obj))
+        .await
+        .map(|o| rv_detail(&o))
+        .map_err(|e| unit_error(&format!("apply {} {name}", kind.kind()), e))
+}
+
+/// Delete; an object already gone is success (`gone=true`).
+pub async fn delete(
+    client: &Client,
+    kind: Kind,
+    namespace: &str,
+    name: &str,
+) -> Result<BTreeMap<String, String>, UnitError> {
+    match api(client, kind, namespace)
+        .delete(name, &DeleteParams::background())
+        .await
+    {
+        Ok(_) => Ok(BTreeMap::from([("deleted".into(), "true".into())])),
+        Err(e) if is_not_found(&e) => Ok(BTreeMap::from([("gone".into(), "true".into())])),
+        Err(e) => Err(unit_error(&format!("delete {} {name}", kind.kind()), e)),
+    }
+}
+
+pub async fn get(
+    client: &Client,
+    kind: Kind,
+    namespace: &str,
+    name: &str,
+) -> Result<Option<DynamicObject>, UnitError> {
+    api(client, kind, namespace)
+        .get_opt(name)
+        .await
+        .map_err(|e| unit_error(&format!("get {} {name}", kind.kind()), e))
+}
+
+/// Rewrite `metadata.finalizers` with `edit` applied, guarded by resourceVersion so a
+/// concurrent writer's finalizer is never lost; a conflict re-reads and tries again.
+pub async fn edit_finalizers(
+    client: &Client,
+    kind: Kind,
+    namespace: &str,
+    name: &str,
+    edit: impl Fn(&mut Vec<String>),
+) -> Result<BTreeMap<String, String>, UnitError> {
+    let api = api(client, kind, namespace);
+    let what = format!("finalizers of {} {name}", kind.kind());
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let Some(obj) = api.get_opt(name).await.map_err(|e| unit_error(&what, e))? else {
+            return Ok(BTreeMap::from([("gone".into(), "true".into())]));
+        };
+        let before = obj.metadata.finalizers.clone().unwrap_or_default();
+        let mut after = before.clone();
+        edit(&mut after);
+        if after == before {
+            return Ok(BTreeMap::from([("unchanged".into(), "true".into())]));
+        }
+        let patch = json!({"metadata": {
+            "finalizers": after,
+            "resourceVersion": obj.metadata.resource_version,
+        }});
+        match api
+            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            Ok(o) => return Ok(rv_detail(&o)),
+            Err(Error::Api(s)) if s.code == 409 && attempt < 5 => continue,
+            Err(e) => return Err(unit_error(&what, e)),
+        }
+    }
+}

@@ -1,0 +1,247 @@
+//! The WatchHub: one reflector per watched kind feeding a shared cache, and a router that
+//! turns every watch event into trigger bumps of the units that depend on that kind.
+
+use std::fmt::Debug;
+use std::hash::Hash;
+use std::sync::Arc;
+
+use futures::StreamExt;
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::storage::v1::{CSIDriver, CSINode, StorageClass};
+use kube::api::{Api, DynamicObject};
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Client, Resource};
+use serde::de::DeserializeOwned;
+use tokio::task::JoinHandle;
+use tracing::debug;
+
+use super::kinds::Kind;
+use crate::api::{LVMCluster, LVMVolumeGroup, LVMVolumeGroupNodeStatus};
+use crate::operator::world::Capabilities;
+
+/// Which cache changed (the router maps it to units).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Source {
+    Cluster,
+    Node,
+    NodeStatus,
+    VolumeGroup,
+    DaemonSet,
+    StorageClass,
+    CsiDriver,
+    CsiNode,
+    SnapshotClass,
+    Scc,
+}
+
+pub type Router = Arc<dyn Fn(Source) + Send + Sync>;
+
+#[derive(Clone)]
+pub struct Caches {
+    pub clusters: Store<LVMCluster>,
+    pub nodes: Store<Node>,
+    pub node_statuses: Store<LVMVolumeGroupNodeStatus>,
+    pub volume_groups: Store<LVMVolumeGroup>,
+    pub daemonsets: Store<DaemonSet>,
+    pub storage_classes: Store<StorageClass>,
+    pub csi_drivers: Store<CSIDriver>,
+    pub csi_nodes: Store<CSINode>,
+    pub snapshot_classes: Option<Store<DynamicObject>>,
+    pub sccs: Option<Store<DynamicObject>>,
+}
+
+/// The running watches; dropping it stops them.
+pub struct WatchHub {
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Drop for WatchHub {
+    fn drop(&mut self) {
+        self.tasks.iter().for_each(JoinHandle::abort);
+    }
+}
+
+fn spawn_typed<K>(
+    api: Api<K>,
+    cfg: watcher::Config,
+    source: Source,
+    router: Router,
+    strip: fn(&mut K),
+    tasks: &mut Vec<JoinHandle<()>>,
+) -> Store<K>
+where
+    K: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
+{
+    let (store, writer) = reflector::store();
+    let stream = watcher(api, cfg)
+        .default_backoff()
+        .modify(strip)
+        .reflect(writer);
+    tasks.push(tokio::spawn(async move {
+        futures::pin_mut!(stream);
+        while let Some(ev) = stream.next().await {
+            match ev {
+                Ok(_) => router(source),
+                Err(e) => debug!(?source, error = %e, "watch error (retrying with backoff)"),
+            }
+        }
+    }));
+    store
+}
+
+fn spawn_dynamic(
+    client: &Client,
+    kind: Kind,
+    source: Source,
+    router: Router,
+    tasks: &mut Vec<JoinHandle<()>>,
+) -> Store<DynamicObject> {
+    let ar = kind.api_resource();
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
+    let writer = reflector::store::Writer::new(ar);
+    let store = writer.as_reader();
+    let stream = watcher(api, watcher::Config::default())
+        .default_backoff()
+        .modify(strip_meta)
+        .reflect(writer);
+    tasks.push(tokio::spawn(async move {
+        futures::pin_mut!(stream);
+        while let Some(ev) = stream.next().await {
+            match ev {
+                Ok(_) => router(source),
+                Err(e) => debug!(?source, error = %e, "watch error (retrying with backoff)"),
+            }
+        }
+    }));
+    store
+}
+
+/// managedFields are never read; dropping them roughly halves the cache.
+fn strip_meta<K: Resource>(obj: &mut K) {
+    obj.meta_mut().managed_fields = None;
+}
+
+/// Nodes: only name, labels and taints matter; their status (images, conditions) is big.
+fn strip_node(node: &mut Node) {
+    strip_meta(node);
+    node.status = None;
+    node.metadata.annotations = None;
+}
+
+impl WatchHub {
+    /// Start every watch. `namespace` scopes the namespaced kinds the operator owns;
+    /// LVMClusters are watched cluster-wide so misplaced ones can be reported.
+    pub fn start(
+        client: &Client,
+        namespace: &str,
+        caps: Capabilities,
+        router: Router,
+    ) -> (WatchHub, Caches) {
+        let mut tasks = Vec::new();
+        let c = client.clone();
+        let all = watcher::Config::default();
+        let r = || router.clone();
+        let caches = Caches {
+            clusters: spawn_typed(
+                Api::all(c.clone()),
+                all.clone(),
+                Source::Cluster,
+                r(),
+                strip_meta,
+                &mut tasks,
+            ),
+            nodes: spawn_typed(
+                Api::all(c.clone()),
+                all.clone(),
+                Source::Node,
+                r(),
+                strip_node,
+                &mut tasks,
+            ),
+            node_statuses: spawn_typed(
+                Api::namespaced(c.clone(), namespace),
+                all.clone(),
+                Source::NodeStatus,
+                r(),
+                strip_meta,
+                &mut tasks,
+            ),
+            volume_groups: spawn_typed(
+                Api::namespaced(c.clone(), namespace),
+                all.clone(),
+                Source::VolumeGroup,
+                r(),
+                strip_meta,
+                &mut tasks,
+            ),
+            daemonsets: spawn_typed(
+                Api::namespaced(c.clone(), namespace),
+                all.clone().fields("metadata.name=vg-manager"),
+                Source::DaemonSet,
+                r(),
+                strip_meta,
+                &mut tasks,
+            ),
+            storage_classes: spawn_typed(
+                Api::all(c.clone()),
+                all.clone(),
+                Source::StorageClass,
+                r(),
+                strip_meta,
+                &mut tasks,
+            ),
+            csi_drivers: spawn_typed(
+                Api::all(c.clone()),
+                all.clone().fields("metadata.name=topolvm.io"),
+                Source::CsiDriver,
+                r(),
+                strip_meta,
+                &mut tasks,
+            ),
+            csi_nodes: spawn_typed(
+                Api::all(c.clone()),
+                all.clone(),
+                Source::CsiNode,
+                r(),
+                strip_meta,
+                &mut tasks,
+            ),
+            snapshot_classes: caps.snapshots.then(|| {
+                spawn_dynamic(
+                    client,
+                    Kind::SnapshotClass,
+                    Source::SnapshotClass,
+                    r(),
+                    &mut tasks,
+                )
+            }),
+            sccs: caps
+                .scc
+                .then(|| spawn_dynamic(client, Kind::Scc, Source::Scc, r(), &mut tasks)),
+        };
+        (WatchHub { tasks }, caches)
+    }
+}
+
+impl Caches {
+    /// Wait until every cache has its first full list (units must not plan on a partial view).
+    pub async fn wait_ready(&self) -> Result<(), reflector::store::WriterDropped> {
+        self.clusters.wait_until_ready().await?;
+        self.nodes.wait_until_ready().await?;
+        self.node_statuses.wait_until_ready().await?;
+        self.volume_groups.wait_until_ready().await?;
+        self.daemonsets.wait_until_ready().await?;
+        self.storage_classes.wait_until_ready().await?;
+        self.csi_drivers.wait_until_ready().await?;
+        self.csi_nodes.wait_until_ready().await?;
+        if let Some(s) = &self.snapshot_classes {
+            s.wait_until_ready().await?;
+        }
+        if let Some(s) = &self.sccs {
+            s.wait_until_ready().await?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,23 @@
+//! Which optional APIs this cluster serves: discovered at start-up, never assumed.
+
+use kube::Client;
+use kube::discovery::{ApiGroup, Discovery};
+
+use crate::operator::world::Capabilities;
+
+pub async fn capabilities(client: &Client) -> Result<Capabilities, kube::Error> {
+    let discovery = Discovery::new(client.clone())
+        .filter(&["snapshot.storage.k8s.io", "security.openshift.io"])
+        .run()
+        .await?;
+    let serves = |group: &str, kind: &str| {
+        discovery
+            .groups()
+            .filter(|g: &&ApiGroup| g.name() == group)
+            .any(|g| g.recommended_kind(kind).is_some())
+    };
+    Ok(Capabilities {
+        snapshots: serves("snapshot.storage.k8s.io", "VolumeSnapshotClass"),
+        scc: serves("security.openshift.io", "SecurityContextConstraints"),
+    })
+}

@@ -1,0 +1,55 @@
+//! The object kinds the operator writes, with their API coordinates.
+
+use kube::api::{ApiResource, GroupVersionKind};
+use kube::core::Resource;
+
+/// A kind the operator writes. `namespaced` objects live in the operator namespace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Kind {
+    LvmCluster,
+    CsiDriver,
+    DaemonSet,
+    VolumeGroup,
+    NodeStatus,
+    StorageClass,
+    SnapshotClass,
+    Scc,
+}
+
+impl Kind {
+    pub fn api_resource(self) -> ApiResource {
+        use k8s_openapi::api::{apps::v1::DaemonSet, storage::v1 as st};
+        match self {
+            Kind::LvmCluster => ApiResource::erase::<crate::api::LVMCluster>(&()),
+            Kind::CsiDriver => ApiResource::erase::<st::CSIDriver>(&()),
+            Kind::DaemonSet => ApiResource::erase::<DaemonSet>(&()),
+            Kind::VolumeGroup => ApiResource::erase::<crate::api::LVMVolumeGroup>(&()),
+            Kind::NodeStatus => ApiResource::erase::<crate::api::LVMVolumeGroupNodeStatus>(&()),
+            Kind::StorageClass => ApiResource::erase::<st::StorageClass>(&()),
+            Kind::SnapshotClass => ApiResource::from_gvk_with_plural(
+                &GroupVersionKind::gvk("snapshot.storage.k8s.io", "v1", "VolumeSnapshotClass"),
+                "volumesnapshotclasses",
+            ),
+            Kind::Scc => ApiResource::from_gvk_with_plural(
+                &GroupVersionKind::gvk("security.openshift.io", "v1", "SecurityContextConstraints"),
+                "securitycontextconstraints",
+            ),
+        }
+    }
+
+    pub fn namespaced(self) -> bool {
+        matches!(
+            self,
+            Kind::LvmCluster | Kind::DaemonSet | Kind::VolumeGroup | Kind::NodeStatus
+        )
+    }
+
+    pub fn kind(self) -> String {
+        self.api_resource().kind
+    }
+}
+
+/// `apiVersion` of a typed resource (for SSA bodies, which must carry it).
+pub fn api_version<K: Resource<DynamicType = ()>>() -> String {
+    K::api_version(&()).into_owned()
+}

@@ -1,0 +1,15 @@
+//! The cluster-level half of lvms: reconcile units (pure `desired`/`plan`), the status fold,
+//! and the wiring of those units into supervised actors.
+
+pub mod context;
+pub mod desired;
+pub mod diagnostics;
+pub mod leader;
+pub mod nodes;
+pub mod owner;
+pub mod plan;
+pub mod run;
+pub mod singleton;
+pub mod status;
+pub mod units;
+pub mod world;

@@ -1,0 +1,218 @@
+//! The pure plan of an object unit: desired objects vs the owned objects in the cache →
+//! apply what is missing or drifted, delete what is no longer desired.
+//!
+//! "In sync" = the object carries the digest of the current desired object (so a field we
+//! stopped setting is noticed and dropped by server-side apply) AND every desired field has
+//! the desired value (so someone else's edit of a field we own is reverted).
+
+use serde_json::Value;
+
+pub const DIGEST_ANNOTATION: &str = "lvms.topolvm.io/desired-digest";
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Step {
+    Apply {
+        namespace: String,
+        name: String,
+        object: Value,
+        digest: String,
+        /// Why: `create` or `update`.
+        why: &'static str,
+    },
+    Delete {
+        namespace: String,
+        name: String,
+    },
+}
+
+impl Step {
+    pub fn name(&self) -> &str {
+        match self {
+            Step::Apply { name, .. } | Step::Delete { name, .. } => name,
+        }
+    }
+}
+
+/// FNV-1a of the canonical JSON (serde_json maps are sorted), as 16 hex digits.
+pub fn digest(value: &Value) -> String {
+    format!("{:016x}", lvms_actors::fnv1a(value.to_string().as_bytes()))
+}
+
+/// Stamp the digest annotation on a desired object; returns the digest.
+pub fn stamp(object: &mut Value) -> String {
+    if let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) {
+        let now_empty = meta
+            .get_mut("annotations")
+            .and_then(Value::as_object_mut)
+            .map(|m| {
+                m.remove(DIGEST_ANNOTATION);
+                m.is_empty()
+            });
+        if now_empty == Some(true) {
+            meta.remove("annotations");
+        }
+    }
+    let d = digest(object);
+    if let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) {
+        let ann = meta
+            .entry("annotations")
+            .or_insert_with(|| Value::Object(Default::default()));
+        if let Some(map) = ann.as_object_mut() {
+            map.insert(DIGEST_ANNOTATION.into(), Value::String(d.clone()));
+        }
+    }
+    d
+}
+
+/// Every field of `desired` has the same value in `current` (extra fields in `current`,
+/// e.g. server defaults, are fine; an empty desired map/list matches an absent one).
+pub fn contains(current: &Value, desired: &Value) -> bool {
+    match (current, desired) {
+        (Value::Object(c), Value::Object(d)) => d.iter().all(|(k, dv)| match c.get(k) {
+            Some(cv) => contains(cv, dv),
+            None => is_empty(dv),
+        }),
+        (Value::Array(c), Value::Array(d)) => {
+            c.len() == d.len() && c.iter().zip(d).all(|(cv, dv)| contains(cv, dv))
+        }
+        (Value::Null, d) => is_empty(d),
+        (c, d) => c == d,
+    }
+}
+
+fn is_empty(v: &Value) -> bool {
+    match v {
+        Value::Null => true,
+        Value::Object(m) => m.is_empty(),
+        Value::Array(a) => a.is_empty(),
+        _ => false,
+    }
+}
+
+fn key(v: &Value) -> (String, String) {
+    let meta = &v["metadata"];
+    (
+        meta["namespace"].as_str().unwrap_or_default().to_string(),
+        meta["name"].as_str().unwrap_or_default().to_string(),
+    )
+}
+
+/// Desired objects are stamped here; `current` holds only objects this unit owns.
+pub fn plan(desired: Vec<Value>, current: &[Value]) -> Vec<Step> {
+    let mut steps = Vec::new();
+    let mut wanted = std::collections::BTreeSet::new();
+    for mut object in desired {
+        let digest = stamp(&mut object);
+        let (namespace, name) = key(&object);
+        wanted.insert((namespace.clone(), name.clone()));
+        let existing = current
+            .iter()
+            .find(|c| key(c) == (namespace.clone(), name.clone()));
+        let why = match existing {
+            None => "create",
+            Some(c) if c["metadata"]["deletionTimestamp"].is_string() => continue,
+            Some(c) if contains(c, &object) => continue,
+            Some(_) => "update",
+        };
+        steps.push(Step::Apply {
+            namespace,
+            name,
+            object,
+            digest,
+            why,
+        });
+    }
+    for c in current {
+        let (namespace, name) = key(c);
+        if !wanted.contains(&(namespace.clone(), name.clone()))
+            && !c["metadata"]["deletionTimestamp"].is_string()
+        {
+            steps.push(Step::Delete { namespace, name });
+        }
+    }
+    steps
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn sc(name: &str, param: &str) -> Value {
+        json!({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+               "metadata": {"name": name, "labels": {"a": "b"}},
+               "parameters": {"topolvm.io/device-class": param}})
+    }
+
+    fn stamped(mut v: Value) -> Value {
+        stamp(&mut v);
+        v
+    }
+
+    #[test]
+    fn missing_is_created_and_in_sync_is_left_alone() {
+        let steps = plan(vec![sc("lvms-a", "a")], &[]);
+        assert!(
+            matches!(&steps[..], [Step::Apply { why: "create", name, .. }] if name == "lvms-a")
+        );
+        // The server adds fields (uid, defaults): still in sync.
+        let mut current = stamped(sc("lvms-a", "a"));
+        current["metadata"]["uid"] = json!("u1");
+        current["reclaimPolicy"] = json!("Delete");
+        assert!(plan(vec![sc("lvms-a", "a")], &[current]).is_empty());
+    }
+
+    #[test]
+    fn drift_and_dropped_fields_are_updated() {
+        let mut drifted = stamped(sc("lvms-a", "a"));
+        drifted["parameters"]["topolvm.io/device-class"] = json!("other");
+        assert!(matches!(
+            &plan(vec![sc("lvms-a", "a")], &[drifted])[..],
+            [Step::Apply { why: "update", .. }]
+        ));
+        // A label we used to set is no longer desired: the digest differs, so apply.
+        let old = stamped(sc("lvms-a", "a"));
+        let mut new = sc("lvms-a", "a");
+        new["metadata"]["labels"] = json!({});
+        assert!(matches!(
+            &plan(vec![new], &[old])[..],
+            [Step::Apply { why: "update", .. }]
+        ));
+    }
+
+    #[test]
+    fn undesired_owned_objects_are_deleted_once() {
+        let current = vec![stamped(sc("lvms-a", "a")), stamped(sc("lvms-b", "b"))];
+        let steps = plan(vec![sc("lvms-a", "a")], &current);
+        assert_eq!(
+            steps,
+            vec![Step::Delete {
+                namespace: String::new(),
+                name: "lvms-b".into()
+            }]
+        );
+        let mut deleting = stamped(sc("lvms-b", "b"));
+        deleting["metadata"]["deletionTimestamp"] = json!("2026-11-22T00:00:00Z");
+        assert!(plan(vec![sc("lvms-a", "a")], &[current[0].clone(), deleting]).is_empty());
+    }
+
+    #[test]
+    fn stamping_is_idempotent() {
+        let mut once = sc("x", "a");
+        let d1 = stamp(&mut once);
+        let mut twice = once.clone();
+        assert_eq!(stamp(&mut twice), d1);
+        assert_eq!(once, twice);
+        assert_ne!(d1, stamp(&mut sc("x", "b")));
+    }
+
+    #[test]
+    fn empty_desired_matches_absent() {
+        assert!(contains(
+            &json!({"a": 1}),
+            &json!({"a": 1, "b": {}, "c": []})
+        ));
+        assert!(!contains(&json!({"a": 1}), &json!({"a": 1, "b": {"x": 1}})));
+        assert!(!contains(&json!({"l": [1, 2]}), &json!({"l": [1]})));
+    }
+}

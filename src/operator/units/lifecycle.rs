@@ -1,0 +1,406 @@
+//! The `lvmcluster` unit: which LVMCluster is reconciled (others are reported Failed), the
+//! finalizer, and deletion: LVMS's gates (PVCs, Retain PVs), then ordered teardown, then the
+//! finalizer comes off.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use kube::api::{Api, ListParams, Patch, PatchParams};
+use lvms_actors::{Pass, StepSpec, Steps, Unit, UnitError, event_detail};
+use lvms_journal::{Intent, ObjectRef};
+use serde_json::json;
+use tracing::info;
+
+use crate::api::{
+    CONDITION_RESOURCES_AVAILABLE, LVMCLUSTER_FINALIZER, LVMCluster, LVMStateType,
+    NODE_CLEANUP_FINALIZER_PREFIX,
+};
+use crate::kube::apply;
+use crate::kube::kinds::Kind;
+use crate::operator::context::{Ctx, object_ref};
+use crate::operator::desired::csi_driver::CSI_DRIVER_NAME;
+use crate::operator::desired::daemonset::vg_manager_labels;
+use crate::operator::plan::{Step, plan};
+use crate::operator::singleton::Rejected;
+
+pub const UNIT: &str = "lvmcluster";
+pub const REASON_DELETION_PENDING: &str = "DeletionPending";
+
+/// LVMS's teardown order (`EnsureDeleted` in sequence).
+pub const TEARDOWN: [Kind; 7] = [
+    Kind::VolumeGroup,
+    Kind::DaemonSet,
+    Kind::NodeStatus,
+    Kind::StorageClass,
+    Kind::CsiDriver,
+    Kind::Scc,
+    Kind::SnapshotClass,
+];
+
+pub struct LifecycleUnit {
+    pub ctx: Arc<Ctx>,
+}
+
+fn waiting(summary: String) -> Pass {
+    Pass {
+        summary,
+        requeue_after: Some(Duration::from_secs(2)),
+    }
+}
+
+fn rejected_status_applied(r: &Rejected) -> bool {
+    r.cluster.status.as_ref().is_some_and(|s| {
+        s.state == Some(LVMStateType::Failed)
+            && s.conditions
+                .iter()
+                .any(|c| c.reason == r.reason && c.message == r.message)
+    })
+}
+
+impl LifecycleUnit {
+    async fn reject(&self, steps: &Steps, r: &Rejected) -> Result<(), UnitError> {
+        let c = &r.cluster;
+        let ns = c.metadata.namespace.clone().unwrap_or_default();
+        let name = c.metadata.name.clone().unwrap_or_default();
+        let spec = StepSpec {
+            object: object_ref(c.as_ref()),
+            action: "reject".into(),
+            desired_digest: r.reason.into(),
+        };
+        let condition = Condition {
+            type_: CONDITION_RESOURCES_AVAILABLE.into(),
+            status: "False".into(),
+            reason: r.reason.into(),
+            message: r.message.clone(),
+            observed_generation: c.metadata.generation,
+            last_transition_time: Time(k8s_openapi::jiff::Timestamp::now()),
+        };
+        let patch =
+            json!({"status": {"state": "Failed", "ready": false, "conditions": [condition]}});
+        let api: Api<LVMCluster> = Api::namespaced(self.ctx.client.clone(), &ns);
+        steps
+            .run(spec, || async {
+                api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await
+                    .map_err(|e| {
+                        apply::unit_error(&format!("status of LVMCluster {ns}/{name}"), e)
+                    })?;
+                Ok(event_detail("Warning", r.reason, &r.message))
+            })
+            .await?;
+        Ok(())
+    }
+
+    async fn edit_cluster_finalizer(
+        &self,
+        steps: &Steps,
+        cluster: &LVMCluster,
+        add: bool,
+    ) -> Result<(), UnitError> {
+        let ns = cluster.metadata.namespace.clone().unwrap_or_default();
+        let name = cluster.metadata.name.clone().unwrap_or_default();
+        let spec = StepSpec {
+            object: object_ref(cluster),
+            action: if add {
+                "add-finalizer"
+            } else {
+                "remove-finalizer"
+            }
+            .into(),
+            desired_digest: LVMCLUSTER_FINALIZER.into(),
+        };
+        let client = &self.ctx.client;
+        steps
+            .run(spec, || {
+                apply::edit_finalizers(client, Kind::LvmCluster, &ns, &name, |f| {
+                    f.retain(|x| x != LVMCLUSTER_FINALIZER);
+                    if add {
+                        f.push(LVMCLUSTER_FINALIZER.into());
+                    }
+                })
+            })
+            .await?;
+        Ok(())
+    }
+
+    /// LVMS's deletion gates: a PVC on an lvms StorageClass, or a PV on one that retains.
+    async fn gates(&self, cluster: &LVMCluster) -> Result<Option<String>, UnitError> {
+        let classes = &cluster.spec.storage.device_classes;
+        let names: BTreeSet<String> = classes.iter().map(|c| c.storage_class_name()).collect();
+        let retain: BTreeSet<String> = classes
+            .iter()
+            .filter(|c| {
+                c.storage_class_options
+                    .as_ref()
+                    .and_then(|o| o.reclaim_policy.as_ref())
+                    .is_some_and(|p| matches!(p, crate::api::ReclaimPolicy::Retain))
+            })
+            .map(|c| c.storage_class_name())
+            .collect();
+        let client = self.ctx.client.clone();
+        let pvcs = Api::<PersistentVolumeClaim>::all(client.clone())
+            .list_metadata(&ListParams::default())
+            .await
+            .map_err(|e| apply::unit_error("list PersistentVolumeClaims", e))?;
+        // Metadata lists carry no spec; only fetch full PVCs when there are any.
+        if !pvcs.items.is_empty() {
+            let pvcs = Api::<PersistentVolumeClaim>::all(client.clone())
+                .list(&ListParams::default())
+                .await
+                .map_err(|e| apply::unit_error("list PersistentVolumeClaims", e))?;
+            let blocking: Vec<String> = pvcs
+                .items
+                .iter()
+                .filter(|p| {
+                    p.spec
+                        .as_ref()
+                        .and_then(|s| s.storage_class_name.as_ref())
+                        .is_some_and(|sc| names.contains(sc))
+                })
+                .map(|p| {
+                    format!(
+                        "{}/{}",
+                        p.metadata.namespace.as_deref().unwrap_or_default(),
+                        p.metadata.name.as_deref().unwrap_or_default()
+                    )
+                })
+                .collect();
+            if !blocking.is_empty() {
+                return Ok(Some(format!(
+                    "LVMCluster deletion is pending: {} PersistentVolumeClaim(s) still use lvms StorageClasses ({}); delete them first",
+                    blocking.len(),
+                    blocking.join(", ")
+                )));
+            }
+        }
+        let pvs = Api::<PersistentVolume>::all(client)
+            .list(&ListParams::default())
+            .await
+            .map_err(|e| apply::unit_error("list PersistentVolumes", e))?;
+        let retained: Vec<String> = pvs
+            .items
+            .iter()
+            .filter(|pv| {
+                pv.spec.as_ref().is_some_and(|s| {
+                    let sc = s.storage_class_name.clone().unwrap_or_default();
+                    names.contains(&sc)
+                        && (retain.contains(&sc)
+                            || s.persistent_volume_reclaim_policy.as_deref() == Some("Retain"))
+                })
+            })
+            .filter_map(|pv| pv.metadata.name.clone())
+            .collect();
+        if !retained.is_empty() {
+            return Ok(Some(format!(
+                "LVMCluster deletion is pending: {} PersistentVolume(s) with reclaim policy Retain remain on lvms StorageClasses ({}); delete them and their logical volumes first",
+                retained.len(),
+                retained.join(", ")
+            )));
+        }
+        Ok(None)
+    }
+
+    /// Per-node cleanup finalizers of nodes that no longer exist would block forever.
+    async fn strip_gone_node_finalizers(&self, steps: &Steps) -> Result<(), UnitError> {
+        let nodes: BTreeSet<String> = self
+            .ctx
+            .caches
+            .nodes
+            .state()
+            .iter()
+            .filter_map(|n| n.metadata.name.clone())
+            .collect();
+        for vg in self.ctx.caches.volume_groups.state() {
+            let stale: Vec<String> = vg
+                .metadata
+                .finalizers
+                .iter()
+                .flatten()
+                .filter(|f| {
+                    f.strip_prefix(NODE_CLEANUP_FINALIZER_PREFIX)
+                        .is_some_and(|node| !nodes.contains(node))
+                })
+                .cloned()
+                .collect();
+            if stale.is_empty() {
+                continue;
+            }
+            let ns = vg.metadata.namespace.clone().unwrap_or_default();
+            let name = vg.metadata.name.clone().unwrap_or_default();
+            let spec = StepSpec {
+                object: object_ref(vg.as_ref()),
+                action: "remove-finalizer".into(),
+                desired_digest: stale.join(","),
+            };
+            let client = &self.ctx.client;
+            steps
+                .run(spec, || {
+                    apply::edit_finalizers(client, Kind::VolumeGroup, &ns, &name, |f| {
+                        f.retain(|x| !stale.contains(x))
+                    })
+                })
+                .await?;
+        }
+        Ok(())
+    }
+
+    async fn vg_manager_pods(&self) -> Result<usize, UnitError> {
+        let selector = vg_manager_labels()
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(",");
+        let pods: Api<Pod> = Api::namespaced(self.ctx.client.clone(), &self.ctx.settings.namespace);
+        pods.list_metadata(&ListParams::default().labels(&selector))
+            .await
+            .map(|l| l.items.len())
+            .map_err(|e| apply::unit_error("list vg-manager pods", e))
+    }
+
+    fn registered_csi_nodes(&self) -> Vec<String> {
+        self.ctx
+            .caches
+            .csi_nodes
+            .state()
+            .iter()
+            .filter(|n| n.spec.drivers.iter().any(|d| d.name == CSI_DRIVER_NAME))
+            .filter_map(|n| n.metadata.name.clone())
+            .collect()
+    }
+
+    async fn teardown(&self, steps: &Steps, cluster: &LVMCluster) -> Result<Pass, UnitError> {
+        self.strip_gone_node_finalizers(steps).await?;
+        if let Some(why) = self.gates(cluster).await? {
+            return Err(UnitError::retryable(REASON_DELETION_PENDING, why)
+                .with_retry_after(Duration::from_secs(10)));
+        }
+        for kind in TEARDOWN {
+            let current = self.ctx.current(kind, cluster);
+            if current.is_empty() {
+                if kind == Kind::DaemonSet {
+                    let pods = self.vg_manager_pods().await?;
+                    if pods > 0 {
+                        return Ok(waiting(format!(
+                            "teardown: waiting for {pods} vg-manager pod(s) to go away"
+                        )));
+                    }
+                }
+                if kind == Kind::CsiDriver {
+                    let registered = self.registered_csi_nodes();
+                    if !registered.is_empty() {
+                        return Ok(waiting(format!(
+                            "teardown: waiting for kubelet to unregister {CSI_DRIVER_NAME} on {} node(s): {}",
+                            registered.len(),
+                            registered.join(", ")
+                        )));
+                    }
+                }
+                continue;
+            }
+            // Delete everything of this kind (plan against nothing desired), then wait.
+            for step in plan(Vec::new(), &current) {
+                let Step::Delete { namespace, name } = step else {
+                    continue;
+                };
+                let spec = StepSpec {
+                    object: ObjectRef {
+                        kind: kind.kind(),
+                        namespace: namespace.clone(),
+                        name: name.clone(),
+                        uid: String::new(),
+                        generation: cluster.metadata.generation.unwrap_or_default(),
+                    },
+                    action: "delete".into(),
+                    desired_digest: String::new(),
+                };
+                let client = &self.ctx.client;
+                steps
+                    .run(spec, || async {
+                        if kind == Kind::NodeStatus {
+                            apply::edit_finalizers(client, kind, &namespace, &name, |f| {
+                                f.retain(|x| x != crate::api::NODE_STATUS_FINALIZER)
+                            })
+                            .await?;
+                        }
+                        apply::delete(client, kind, &namespace, &name).await
+                    })
+                    .await?;
+            }
+            info!(kind = %kind.kind(), left = current.len(), "teardown: waiting for deletion");
+            return Ok(waiting(format!(
+                "teardown: waiting for {} {}(s) to be deleted",
+                current.len(),
+                kind.kind()
+            )));
+        }
+        self.edit_cluster_finalizer(steps, cluster, false).await?;
+        Ok(Pass {
+            summary: "teardown complete; finalizer removed".into(),
+            requeue_after: None,
+        })
+    }
+}
+
+impl Unit for LifecycleUnit {
+    fn name(&self) -> &str {
+        UNIT
+    }
+
+    async fn reconcile(&self, steps: &Steps) -> Result<Pass, UnitError> {
+        let selection = self.ctx.selection();
+        if let Some(p) = &selection.primary {
+            steps.begin(object_ref(p.as_ref()));
+        } else if let Some(r) = selection.rejected.first() {
+            steps.begin(object_ref(r.cluster.as_ref()));
+        }
+        for r in &selection.rejected {
+            if !rejected_status_applied(r) && r.cluster.metadata.deletion_timestamp.is_none() {
+                self.reject(steps, r).await?;
+            }
+        }
+        let Some(cluster) = selection.primary else {
+            return Ok(Pass {
+                summary: "no LVMCluster in the operator namespace".into(),
+                requeue_after: None,
+            });
+        };
+        let has_finalizer = cluster
+            .metadata
+            .finalizers
+            .iter()
+            .flatten()
+            .any(|f| f == LVMCLUSTER_FINALIZER);
+        if cluster.metadata.deletion_timestamp.is_some() {
+            if !has_finalizer {
+                return Ok(Pass {
+                    summary: "LVMCluster is going away".into(),
+                    requeue_after: None,
+                });
+            }
+            return self.teardown(steps, &cluster).await;
+        }
+        if !has_finalizer {
+            self.edit_cluster_finalizer(steps, &cluster, true).await?;
+        }
+        Ok(Pass {
+            summary: format!("reconciling {}", object_ref(cluster.as_ref())),
+            requeue_after: None,
+        })
+    }
+
+    /// Finalizer edits and status patches are re-read and redone by the next pass anyway;
+    /// replay only has to confirm what the world shows now.
+    async fn replay(
+        &self,
+        intent: &Intent,
+        _steps: &Steps,
+    ) -> Result<BTreeMap<String, String>, UnitError> {
+        Ok(BTreeMap::from([(
+            "replay".to_string(),
+            format!("{} is re-checked by the next pass", intent.action),
+        )]))
+    }
+}

@@ -1,0 +1,187 @@
+//! The object units (csi-driver, vg-manager, lvm-volume-groups, node-statuses,
+//! storage-classes, volume-snapshot-classes, openshift-scc): desired → plan → one journaled
+//! server-side apply or delete per step.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use lvms_actors::{Pass, StepSpec, Steps, Unit, UnitError};
+use lvms_journal::{Intent, ObjectRef};
+use serde_json::Value;
+use tracing::info;
+
+use super::desired_values::desired_values;
+use crate::api::{LVMCluster, NODE_STATUS_FINALIZER};
+use crate::kube::apply;
+use crate::kube::kinds::Kind;
+use crate::operator::context::{Ctx, object_ref};
+use crate::operator::desired::daemonset::daemonset_ready;
+use crate::operator::plan::{Step, plan};
+
+pub struct ObjectsUnit {
+    pub name: &'static str,
+    pub kind: Kind,
+    pub ctx: Arc<Ctx>,
+}
+
+fn target(kind: Kind, namespace: &str, name: &str, cluster: &LVMCluster) -> ObjectRef {
+    ObjectRef {
+        kind: kind.kind(),
+        namespace: namespace.to_string(),
+        name: name.to_string(),
+        uid: String::new(),
+        generation: cluster.metadata.generation.unwrap_or_default(),
+    }
+}
+
+impl ObjectsUnit {
+    /// Only these kinds' current objects can be stale-deleted by a pass; a NodeStatus keeps a
+    /// delete-protection finalizer that the operator itself must drop first.
+    async fn delete(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<BTreeMap<String, String>, UnitError> {
+        let client = &self.ctx.client;
+        if self.kind == Kind::NodeStatus {
+            apply::edit_finalizers(client, self.kind, namespace, name, |f| {
+                f.retain(|x| x != NODE_STATUS_FINALIZER)
+            })
+            .await?;
+        }
+        apply::delete(client, self.kind, namespace, name).await
+    }
+
+    /// Wait conditions that are not errors of the unit itself but keep it from being done.
+    fn readiness(&self) -> Result<(), UnitError> {
+        if self.kind == Kind::DaemonSet {
+            let ready = self
+                .ctx
+                .caches
+                .daemonsets
+                .state()
+                .iter()
+                .all(|ds| daemonset_ready(ds));
+            if !ready {
+                return Err(UnitError::retryable(
+                    "VGManagerNotReady",
+                    "DaemonSet vg-manager is not ready yet: not every scheduled pod is updated and ready",
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Unit for ObjectsUnit {
+    fn name(&self) -> &str {
+        self.name
+    }
+
+    async fn reconcile(&self, steps: &Steps) -> Result<Pass, UnitError> {
+        let Some(cluster) = self.ctx.primary() else {
+            return Ok(Pass {
+                summary: "no LVMCluster to reconcile".into(),
+                requeue_after: None,
+            });
+        };
+        if cluster.metadata.deletion_timestamp.is_some() {
+            return Ok(Pass {
+                summary: "LVMCluster is being deleted".into(),
+                requeue_after: None,
+            });
+        }
+        steps.begin(object_ref(cluster.as_ref()));
+        let world = self.ctx.world();
+        let desired = desired_values(self.kind, &cluster, &world)
+            .map_err(|m| UnitError::permanent("InvalidDesiredState", m))?;
+        let wanted = desired.len();
+        let current = self.ctx.current(self.kind, &cluster);
+        let todo = plan(desired, &current);
+        for step in todo {
+            match step {
+                Step::Apply {
+                    namespace,
+                    name,
+                    object,
+                    digest,
+                    why,
+                } => {
+                    info!(unit = self.name, %name, why, "apply");
+                    let spec = StepSpec {
+                        object: target(self.kind, &namespace, &name, &cluster),
+                        action: "apply".into(),
+                        desired_digest: digest,
+                    };
+                    let client = &self.ctx.client;
+                    steps
+                        .run(spec, || apply::apply(client, self.kind, &object))
+                        .await?;
+                }
+                Step::Delete { namespace, name } => {
+                    info!(unit = self.name, %name, "delete (no longer desired)");
+                    let spec = StepSpec {
+                        object: target(self.kind, &namespace, &name, &cluster),
+                        action: "delete".into(),
+                        desired_digest: String::new(),
+                    };
+                    steps.run(spec, || self.delete(&namespace, &name)).await?;
+                }
+            }
+        }
+        self.readiness()?;
+        Ok(Pass {
+            // Stable text: a pass that changes nothing must not look like news to the journal.
+            summary: format!("{wanted} {} in sync", self.kind.kind()),
+            requeue_after: None,
+        })
+    }
+
+    /// An open apply is re-applied only if it is still desired and not yet in place; an open
+    /// delete is finished only if the object still exists and is still undesired.
+    async fn replay(
+        &self,
+        intent: &Intent,
+        _steps: &Steps,
+    ) -> Result<BTreeMap<String, String>, UnitError> {
+        let o = &intent.object;
+        let current = apply::get(&self.ctx.client, self.kind, &o.namespace, &o.name).await?;
+        let desired = self.ctx.primary().and_then(|c| {
+            let world = self.ctx.world();
+            let mut objs = desired_values(self.kind, &c, &world).ok()?;
+            objs.retain(|v| v["metadata"]["name"].as_str() == Some(o.name.as_str()));
+            objs.pop()
+        });
+        let note = |s: &str| BTreeMap::from([("replay".to_string(), s.to_string())]);
+        match (intent.action.as_str(), desired, current) {
+            ("apply", Some(mut want), cur) => {
+                let digest = crate::operator::plan::stamp(&mut want);
+                let in_place = cur.as_ref().is_some_and(|c| {
+                    serde_json::to_value(c).is_ok_and(|cv| {
+                        crate::operator::plan::contains(&cv, &want)
+                            && cv["metadata"]["annotations"]
+                                [crate::operator::plan::DIGEST_ANNOTATION]
+                                == Value::String(digest.clone())
+                    })
+                });
+                if in_place {
+                    Ok(note("already-applied"))
+                } else {
+                    apply::apply(&self.ctx.client, self.kind, &want).await?;
+                    Ok(note("reapplied"))
+                }
+            }
+            ("apply", None, _) => Ok(note("superseded")),
+            ("delete", Some(_), _) => Ok(note("superseded")),
+            ("delete", None, None) => Ok(note("already-deleted")),
+            ("delete", None, Some(_)) => {
+                self.delete(&o.namespace, &o.name).await?;
+                Ok(note("deleted"))
+            }
+            (other, _, _) => Err(UnitError::permanent(
+                "UnknownAction",
+                format!("cannot replay action {other:?} of unit {}", self.name),
+            )),
+        }
+    }
+}

@@ -1,0 +1,41 @@
+//! The operator's view of the cluster: a read-only snapshot of the reflector caches that the
+//! pure `desired` functions and the status fold take as input.
+
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
+
+use crate::api::LVMVolumeGroupNodeStatus;
+
+/// APIs discovered at start-up (never assumed).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Capabilities {
+    /// `snapshot.storage.k8s.io/v1` VolumeSnapshotClass is served.
+    pub snapshots: bool,
+    /// `security.openshift.io/v1` SecurityContextConstraints is served.
+    pub scc: bool,
+}
+
+/// Settings of this operator process that shape the objects it writes.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct OperatorSettings {
+    /// The operator namespace (`NAMESPACE`).
+    pub namespace: String,
+    /// Image for the vg-manager DaemonSet (the operator's own image by default).
+    pub image: String,
+    /// Command the DaemonSet runs, e.g. `["/usr/bin/lvms", "vg-manager"]`.
+    pub vg_manager_command: Vec<String>,
+}
+
+/// Snapshot of the caches. Cheap to build: every object is an `Arc` shared with the store.
+#[derive(Clone, Debug, Default)]
+pub struct World {
+    pub settings: OperatorSettings,
+    pub capabilities: Capabilities,
+    pub nodes: Vec<Arc<Node>>,
+    pub node_statuses: Vec<Arc<LVMVolumeGroupNodeStatus>>,
+    /// Every StorageClass in the cluster (the default-class rule looks at all of them).
+    pub storage_classes: Vec<Arc<StorageClass>>,
+    pub csi_nodes: Vec<Arc<CSINode>>,
+}

@@ -1,0 +1,137 @@
+//! Deleting the LVMCluster: LVMS's gates block it (DeletionPending), then ordered teardown,
+//! waiting for kubelet to unregister the driver, then the finalizer goes.
+
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+use k8s_openapi::api::storage::v1::{CSIDriver, StorageClass};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use lvms::api::{LVMVolumeGroup, LVMVolumeGroupNodeStatus};
+use serde_json::json;
+
+use crate::common::*;
+use crate::support::eventually;
+
+const T: Duration = Duration::from_secs(45);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deletion_waits_for_pvcs_then_tears_everything_down() {
+    let s = Scenario::new("op-delete").await;
+    let c = &s.client;
+    create_node(c, "node-a", false).await;
+    register_csi_node(c, "node-a", true).await;
+    let _op = s.operator(&[], &[]);
+    s.create_cluster(thin("my-lvmcluster")).await;
+    let scs: Api<StorageClass> = Api::all(c.clone());
+    eventually(T, || async { scs.get_opt("lvms-vg1").await.unwrap() })
+        .await
+        .expect("lvms-vg1");
+    let nss: Api<LVMVolumeGroupNodeStatus> = Api::namespaced(c.clone(), &s.ns.name);
+    eventually(T, || async { nss.get_opt("node-a").await.unwrap() })
+        .await
+        .expect("node status");
+    eventually(T, || async {
+        s.cluster("my-lvmcluster")
+            .await
+            .filter(|c| !c.metadata.finalizers.clone().unwrap_or_default().is_empty())
+    })
+    .await
+    .expect("finalizer added");
+
+    // A PVC on the lvms StorageClass blocks deletion.
+    let pvc: PersistentVolumeClaim = serde_json::from_value(json!({
+        "metadata": {"name": "data"},
+        "spec": {"storageClassName": "lvms-vg1", "accessModes": ["ReadWriteOnce"],
+                 "resources": {"requests": {"storage": "1Gi"}}}
+    }))
+    .unwrap();
+    let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(c.clone(), &s.ns.name);
+    pvcs.create(&PostParams::default(), &pvc)
+        .await
+        .expect("PVC");
+    s.clusters()
+        .delete("my-lvmcluster", &DeleteParams::default())
+        .await
+        .expect("delete");
+    let pending = eventually(T, || async {
+        s.events()
+            .await
+            .into_iter()
+            .find(|e| e.reason.as_deref() == Some("DeletionPending"))
+    })
+    .await
+    .expect("a DeletionPending event");
+    assert_eq!(pending.type_.as_deref(), Some("Warning"));
+    assert!(
+        pending
+            .note
+            .as_deref()
+            .unwrap_or_default()
+            .contains("/data"),
+        "{:?}",
+        pending.note
+    );
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(
+        scs.get_opt("lvms-vg1").await.unwrap().is_some(),
+        "torn down despite the PVC"
+    );
+    assert!(s.cluster("my-lvmcluster").await.is_some());
+
+    // Without the PVC: teardown in LVMS's order, then wait for kubelet to unregister.
+    pvcs.delete("data", &DeleteParams::default())
+        .await
+        .expect("delete PVC");
+    // kube-controller-manager's pvc-protection controller is not running here: do its part.
+    let unfinalize = json!({"metadata": {"finalizers": null}});
+    let _ = pvcs
+        .patch("data", &PatchParams::default(), &Patch::Merge(&unfinalize))
+        .await;
+    let vgs: Api<LVMVolumeGroup> = Api::namespaced(c.clone(), &s.ns.name);
+    let dss: Api<DaemonSet> = Api::namespaced(c.clone(), &s.ns.name);
+    eventually(T, || async {
+        let gone = vgs
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+            && dss.get_opt("vg-manager").await.unwrap().is_none()
+            && nss
+                .list(&ListParams::default())
+                .await
+                .unwrap()
+                .items
+                .is_empty()
+            && scs.get_opt("lvms-vg1").await.unwrap().is_none();
+        gone.then_some(())
+    })
+    .await
+    .expect("VGs, DaemonSet, node statuses and StorageClasses deleted");
+    // As in LVMS, the CSIDriver goes next, then teardown waits for kubelet to unregister
+    // topolvm.io from every CSINode; until then the cluster keeps its finalizer.
+    eventually(T, || async {
+        Api::<CSIDriver>::all(c.clone())
+            .get_opt("topolvm.io")
+            .await
+            .unwrap()
+            .is_none()
+            .then_some(())
+    })
+    .await
+    .expect("CSIDriver deleted");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(
+        s.cluster("my-lvmcluster").await.is_some(),
+        "finalizer removed while node-a still registered"
+    );
+    register_csi_node(c, "node-a", false).await;
+    eventually(T, || async {
+        s.cluster("my-lvmcluster").await.is_none().then_some(())
+    })
+    .await
+    .expect("LVMCluster gone after teardown");
+    assert_no_duplicate_events(&s.events().await);
+    assert_eq!(open_intents(&s.journal_dir), 0);
+}

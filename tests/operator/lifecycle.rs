@@ -1,0 +1,336 @@
+//! Create → the LVMS object set → status progression driven by node statuses; day-2 edits;
+//! the singleton and namespace rules.
+
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::storage::v1::{CSIDriver, StorageClass};
+use kube::ResourceExt;
+use kube::api::{Api, ListParams, Patch, PatchParams};
+use lvms::api::{LVMStateType, LVMVolumeGroup, LVMVolumeGroupNodeStatus};
+use serde_json::json;
+
+use crate::common::*;
+use crate::support::{TestNs, eventually};
+
+const T: Duration = Duration::from_secs(30);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn create_yields_the_lvms_object_set_and_status_follows_node_statuses() {
+    let s = Scenario::new("op-create").await;
+    let c = &s.client;
+    create_node(c, "node-a", false).await;
+    create_node(c, "node-b", false).await;
+    create_node(c, "node-tainted", true).await;
+    register_csi_node(c, "node-a", true).await;
+    register_csi_node(c, "node-b", true).await;
+    let _op = s.operator(&[], &[]);
+    let cluster = s.create_cluster(two_classes("my-lvmcluster")).await;
+    let uid = cluster.uid().unwrap();
+
+    // CSIDriver with LVMS's fields and owner labels.
+    let driver = eventually(T, || async {
+        Api::<CSIDriver>::all(c.clone())
+            .get_opt("topolvm.io")
+            .await
+            .unwrap()
+    })
+    .await
+    .expect("CSIDriver topolvm.io");
+    let spec = driver.spec;
+    assert_eq!(spec.attach_required, Some(false));
+    assert_eq!(spec.pod_info_on_mount, Some(true));
+    assert_eq!(spec.storage_capacity, Some(true));
+    assert_eq!(
+        driver.metadata.labels.as_ref().unwrap()["owned-by.topolvm.io/uid"],
+        uid
+    );
+
+    // One LVMVolumeGroup per class, controlled by the cluster.
+    let vgs: Api<LVMVolumeGroup> = Api::namespaced(c.clone(), &s.ns.name);
+    let got = eventually(T, || async {
+        let l = vgs.list(&ListParams::default()).await.unwrap().items;
+        (l.len() == 2).then_some(l)
+    })
+    .await
+    .expect("two LVMVolumeGroups");
+    for vg in &got {
+        let owner = &vg.owner_references()[0];
+        assert_eq!(
+            (owner.uid.as_str(), owner.controller),
+            (uid.as_str(), Some(true))
+        );
+    }
+    let fast = got
+        .iter()
+        .find(|v| v.name_any() == "fast")
+        .expect("vg fast");
+    assert!(fast.spec.thin_pool_config.is_some() && fast.spec.default);
+
+    // The DaemonSet: LVMS's shape, our command and image.
+    let ds = eventually(T, || async {
+        Api::<DaemonSet>::namespaced(c.clone(), &s.ns.name)
+            .get_opt("vg-manager")
+            .await
+            .unwrap()
+    })
+    .await
+    .expect("DaemonSet vg-manager");
+    let pod = ds.spec.unwrap().template.spec.unwrap();
+    assert_eq!(pod.service_account_name.as_deref(), Some("vg-manager"));
+    assert_eq!(pod.host_pid, Some(true));
+    let ctr = &pod.containers[0];
+    assert_eq!(ctr.image.as_deref(), Some("localhost/lvms:dev"));
+    assert_eq!(
+        ctr.command.as_deref().unwrap(),
+        ["/usr/bin/lvms", "vg-manager"]
+    );
+    assert_eq!(
+        ctr.security_context.as_ref().unwrap().privileged,
+        Some(true)
+    );
+    let env: Vec<_> = ctr.env.iter().flatten().map(|e| e.name.as_str()).collect();
+    assert!(
+        env.contains(&"NODE_NAME") && env.contains(&"NAMESPACE"),
+        "{env:?}"
+    );
+
+    // StorageClasses: parameters, options, labels, the default annotation.
+    let scs: Api<StorageClass> = Api::all(c.clone());
+    let fast_sc = eventually(T, || async { scs.get_opt("lvms-fast").await.unwrap() })
+        .await
+        .unwrap();
+    let bulk_sc = eventually(T, || async { scs.get_opt("lvms-bulk").await.unwrap() })
+        .await
+        .unwrap();
+    assert_eq!(fast_sc.provisioner, "topolvm.io");
+    assert_eq!(
+        fast_sc.parameters.as_ref().unwrap()["topolvm.io/device-class"],
+        "fast"
+    );
+    assert_eq!(
+        fast_sc.parameters.as_ref().unwrap()["csi.storage.k8s.io/fstype"],
+        "xfs"
+    );
+    assert_eq!(fast_sc.labels()["tier"], "fast");
+    assert_eq!(
+        fast_sc.annotations()["storageclass.kubernetes.io/is-default-class"],
+        "true"
+    );
+    assert_eq!(bulk_sc.reclaim_policy.as_deref(), Some("Retain"));
+    assert_eq!(bulk_sc.volume_binding_mode.as_deref(), Some("Immediate"));
+    assert_eq!(
+        bulk_sc.annotations()["storageclass.kubernetes.io/is-default-class"],
+        "false"
+    );
+
+    // Node statuses for the two valid nodes only (the tainted one is not tolerated).
+    let nss: Api<LVMVolumeGroupNodeStatus> = Api::namespaced(c.clone(), &s.ns.name);
+    let names = eventually(T, || async {
+        let mut n: Vec<String> = nss
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .iter()
+            .map(|x| x.name_any())
+            .collect();
+        n.sort();
+        (n.len() == 2).then_some(n)
+    })
+    .await
+    .expect("two node statuses");
+    assert_eq!(names, ["node-a", "node-b"]);
+    let na = nss.get("node-a").await.unwrap();
+    assert!(
+        na.finalizers()
+            .iter()
+            .any(|f| f == "delete-protection.lvm.openshift.io")
+    );
+
+    // Finalizer; Progressing while no vg-manager has reported.
+    let cl = s
+        .wait_state("my-lvmcluster", LVMStateType::Progressing, T)
+        .await;
+    assert!(cl.finalizers().iter().any(|f| f == "lvmcluster.topolvm.io"));
+    let vgr = cl
+        .status
+        .unwrap()
+        .conditions
+        .into_iter()
+        .find(|c| c.type_ == "VolumeGroupsReady")
+        .unwrap();
+    assert_eq!(vgr.reason, "VGReadinessInProgress");
+
+    // vg-manager reports: Ready on both nodes → Ready, with deviceClassStatuses.
+    let ready = |dev: &str| {
+        json!([
+        {"name": "fast", "status": "Ready", "devices": [dev], "deviceDiscoveryPolicy": "Preconfigured"},
+        {"name": "bulk", "status": "Ready", "devices": ["/dev/loop11"], "deviceDiscoveryPolicy": "Preconfigured"}])
+    };
+    s.set_node_status("node-a", ready("/dev/loop10")).await;
+    s.set_node_status("node-b", ready("/dev/loop10")).await;
+    let cl = s.wait_state("my-lvmcluster", LVMStateType::Ready, T).await;
+    let st = cl.status.unwrap();
+    assert!(st.ready);
+    let fast_status = st
+        .device_class_statuses
+        .iter()
+        .find(|d| d.name == "fast")
+        .unwrap();
+    assert_eq!(fast_status.node_status.len(), 2);
+
+    // Degraded on one node → Degraded; Failed wins over Degraded → Failed; back to Ready.
+    s.set_node_status(
+        "node-b",
+        json!([
+        {"name": "fast", "status": "Degraded", "reason": "a PV is missing"},
+        {"name": "bulk", "status": "Ready"}]),
+    )
+    .await;
+    s.wait_state("my-lvmcluster", LVMStateType::Degraded, T)
+        .await;
+    s.set_node_status(
+        "node-a",
+        json!([
+        {"name": "fast", "status": "Failed", "reason": "vgcreate failed"},
+        {"name": "bulk", "status": "Ready"}]),
+    )
+    .await;
+    let failed = s.wait_state("my-lvmcluster", LVMStateType::Failed, T).await;
+    let cond = failed
+        .status
+        .unwrap()
+        .conditions
+        .into_iter()
+        .find(|c| c.type_ == "VolumeGroupsReady")
+        .unwrap();
+    assert_eq!(cond.reason, "VGsFailed");
+    s.set_node_status("node-a", ready("/dev/loop10")).await;
+    s.set_node_status("node-b", ready("/dev/loop10")).await;
+    s.wait_state("my-lvmcluster", LVMStateType::Ready, T).await;
+    assert_no_duplicate_events(&s.events().await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn day_two_edits_converge() {
+    let s = Scenario::new("op-edit").await;
+    let c = &s.client;
+    let _op = s.operator(&[], &[]);
+    s.create_cluster(two_classes("my-lvmcluster")).await;
+    let scs: Api<StorageClass> = Api::all(c.clone());
+    let vgs: Api<LVMVolumeGroup> = Api::namespaced(c.clone(), &s.ns.name);
+    eventually(T, || async { scs.get_opt("lvms-bulk").await.unwrap() })
+        .await
+        .expect("lvms-bulk");
+
+    // additionalLabels replaced, overprovisionRatio raised, class `bulk` removed, `extra` added.
+    let patch = json!({"spec": {"storage": {"deviceClasses": [
+        {"name": "fast", "default": true,
+         "deviceSelector": {"paths": ["/dev/loop10"]},
+         "thinPoolConfig": {"name": "thin-pool-1", "overprovisionRatio": 7},
+         "storageClassOptions": {"additionalLabels": {"team": "db"}}},
+        {"name": "extra", "deviceSelector": {"paths": ["/dev/loop13"]}}
+    ]}}});
+    s.clusters()
+        .patch(
+            "my-lvmcluster",
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await
+        .expect("editing the LVMCluster");
+
+    let fast = eventually(T, || async {
+        scs.get_opt("lvms-fast")
+            .await
+            .unwrap()
+            .filter(|sc| sc.labels().get("team").map(String::as_str) == Some("db"))
+    })
+    .await
+    .expect("lvms-fast relabelled");
+    assert!(
+        !fast.labels().contains_key("tier"),
+        "a dropped additionalLabel stays: {:?}",
+        fast.labels()
+    );
+    eventually(T, || async { scs.get_opt("lvms-extra").await.unwrap() })
+        .await
+        .expect("lvms-extra");
+    eventually(T, || async {
+        scs.get_opt("lvms-bulk")
+            .await
+            .unwrap()
+            .is_none()
+            .then_some(())
+    })
+    .await
+    .expect("lvms-bulk deleted after its class was removed");
+    eventually(T, || async {
+        vgs.get_opt("bulk").await.unwrap().is_none().then_some(())
+    })
+    .await
+    .expect("LVMVolumeGroup bulk deleted");
+    eventually(T, || async {
+        vgs.get_opt("fast").await.unwrap().filter(|v| {
+            v.spec
+                .thin_pool_config
+                .as_ref()
+                .map(|t| t.overprovision_ratio)
+                == Some(7)
+        })
+    })
+    .await
+    .expect("overprovisionRatio reached the LVMVolumeGroup");
+    assert_no_duplicate_events(&s.events().await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_cluster_or_one_elsewhere_is_failed_and_never_reconciled() {
+    let s = Scenario::new("op-single").await;
+    let _op = s.operator(&[], &[]);
+    s.create_cluster(thin("first")).await;
+    s.wait_state("first", LVMStateType::Progressing, T).await;
+    s.create_cluster(thin("second")).await;
+    let second = s.wait_state("second", LVMStateType::Failed, T).await;
+    let cond = &second.status.as_ref().unwrap().conditions[0];
+    assert_eq!(cond.reason, "DuplicateLVMCluster");
+    assert!(cond.message.contains("first"), "{}", cond.message);
+    assert!(
+        second.finalizers().is_empty(),
+        "a rejected cluster got a finalizer"
+    );
+
+    let other = TestNs::new("op-elsewhere").await;
+    let api: Api<lvms::api::LVMCluster> = Api::namespaced(s.client.clone(), &other.name);
+    let c: lvms::api::LVMCluster = serde_json::from_value(thin("elsewhere")).unwrap();
+    api.create(&Default::default(), &c).await.unwrap();
+    let got = eventually(T, || async {
+        api.get("elsewhere")
+            .await
+            .ok()
+            .filter(|c| c.status.as_ref().and_then(|s| s.state) == Some(LVMStateType::Failed))
+    })
+    .await
+    .expect("cluster outside the namespace reported Failed");
+    assert_eq!(
+        got.status.unwrap().conditions[0].reason,
+        "LVMClusterOutsideOperatorNamespace"
+    );
+
+    let warned = eventually(T, || async {
+        let ev = s.events().await;
+        ev.iter()
+            .any(|e| {
+                e.reason.as_deref() == Some("DuplicateLVMCluster")
+                    && e.type_.as_deref() == Some("Warning")
+            })
+            .then_some(())
+    })
+    .await;
+    assert!(warned.is_some(), "no DuplicateLVMCluster Warning event");
+    // The first cluster's objects describe only `first`.
+    let vgs: Api<LVMVolumeGroup> = Api::namespaced(s.client.clone(), &s.ns.name);
+    let l = vgs.list(&ListParams::default()).await.unwrap().items;
+    assert!(l.iter().all(|v| v.owner_references()[0].name == "first"));
+}
