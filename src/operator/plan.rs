@@ -98,16 +98,15 @@ fn key(v: &Value) -> (String, String) {
 }
 
 /// Desired objects are stamped here; `current` holds only objects this unit owns.
+/// O((d + c) log c): node statuses scale with the node count.
 pub fn plan(desired: Vec<Value>, current: &[Value]) -> Vec<Step> {
+    let mut by_key: std::collections::BTreeMap<(String, String), &Value> =
+        current.iter().map(|c| (key(c), c)).collect();
     let mut steps = Vec::new();
-    let mut wanted = std::collections::BTreeSet::new();
     for mut object in desired {
         let digest = stamp(&mut object);
         let (namespace, name) = key(&object);
-        wanted.insert((namespace.clone(), name.clone()));
-        let existing = current
-            .iter()
-            .find(|c| key(c) == (namespace.clone(), name.clone()));
+        let existing = by_key.remove(&(namespace.clone(), name.clone()));
         let why = match existing {
             None => "create",
             Some(c) if c["metadata"]["deletionTimestamp"].is_string() => continue,
@@ -122,11 +121,9 @@ pub fn plan(desired: Vec<Value>, current: &[Value]) -> Vec<Step> {
             why,
         });
     }
-    for c in current {
-        let (namespace, name) = key(c);
-        if !wanted.contains(&(namespace.clone(), name.clone()))
-            && !c["metadata"]["deletionTimestamp"].is_string()
-        {
+    // What is left in the index is owned but no longer desired.
+    for ((namespace, name), c) in by_key {
+        if !c["metadata"]["deletionTimestamp"].is_string() {
             steps.push(Step::Delete { namespace, name });
         }
     }

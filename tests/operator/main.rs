@@ -11,4 +11,5 @@ mod crash;
 mod deletion;
 mod leadership;
 mod lifecycle;
+mod snapshots;
 mod supervision;
