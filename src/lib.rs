@@ -4,4 +4,6 @@ pub mod api;
 pub mod cli;
 pub mod dev;
 pub mod kube;
+pub mod node;
 pub mod operator;
+pub mod vgmanager;

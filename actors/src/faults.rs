@@ -1,6 +1,6 @@
-//! Crash points for the SIGKILL tests. `LVMS_CRASH_AT=<point>[:<unit>][@<n>]` makes the
-//! process SIGKILL itself the n-th time (default 1st) it reaches `<point>` (in `<unit>`, when
-//! given). Unset in production: the check is one OnceLock read.
+//! Crash points for the SIGKILL tests. `LVMS_CRASH_AT=<point>[:<unit>][#<action>][@<n>]`
+//! makes the process SIGKILL itself the n-th time (default 1st) it reaches `<point>` (in
+//! `<unit>`, for steps with `<action>`, when given). Unset in production: the check is one OnceLock read.
 
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -17,6 +17,8 @@ pub const EVENT_WRITTEN: &str = "event-written";
 struct Spec {
     point: String,
     unit: Option<String>,
+    /// `#<action>`: only steps with this action (e.g. `vgcreate`).
+    action: Option<String>,
     nth: u32,
     seen: AtomicU32,
 }
@@ -36,6 +38,10 @@ fn parse(raw: &str) -> Option<Spec> {
         Some((h, n)) => (h, n.parse().unwrap_or(1)),
         None => (raw, 1),
     };
+    let (head, action) = match head.split_once('#') {
+        Some((h, a)) => (h, Some(a.to_string())),
+        None => (head, None),
+    };
     let (point, unit) = match head.split_once(':') {
         Some((p, u)) => (p.to_string(), Some(u.to_string())),
         None => (head.to_string(), None),
@@ -43,6 +49,7 @@ fn parse(raw: &str) -> Option<Spec> {
     Some(Spec {
         point,
         unit,
+        action,
         nth,
         seen: AtomicU32::new(0),
     })
@@ -50,8 +57,16 @@ fn parse(raw: &str) -> Option<Spec> {
 
 /// SIGKILL this process if the configured crash point is reached.
 pub fn crash_point(point: &str, unit: &str) {
+    crash_point_in(point, unit, "")
+}
+
+/// Like [`crash_point`], for a step with this action.
+pub fn crash_point_in(point: &str, unit: &str, action: &str) {
     let Some(spec) = spec() else { return };
-    if spec.point != point || spec.unit.as_deref().is_some_and(|u| u != unit) {
+    if spec.point != point
+        || spec.unit.as_deref().is_some_and(|u| u != unit)
+        || spec.action.as_deref().is_some_and(|a| a != action)
+    {
         return;
     }
     if spec.seen.fetch_add(1, Ordering::SeqCst) + 1 == spec.nth {
@@ -101,6 +116,11 @@ mod tests {
         assert_eq!(
             (s.point.as_str(), s.unit.as_deref(), s.nth),
             ("applied", Some("storage-classes"), 3)
+        );
+        let s = parse("applied:vg/a1#vgcreate").unwrap();
+        assert_eq!(
+            (s.unit.as_deref(), s.action.as_deref(), s.nth),
+            (Some("vg/a1"), Some("vgcreate"), 1)
         );
         let s = parse("outcome").unwrap();
         assert_eq!((s.point.as_str(), s.unit, s.nth), ("outcome", None, 1));

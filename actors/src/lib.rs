@@ -22,6 +22,8 @@ pub use publisher::{
     EventPublisher, EventSink, EventSpec, EventType, PublisherArgs, PublisherMsg, SinkError, fnv1a,
 };
 pub use steps::{PASS_ACTION, StepSpec, Steps, event_detail};
-pub use supervisor::{ChildSpec, Readiness, RestartPolicy, Supervisor, SupervisorArgs};
+pub use supervisor::{
+    ChildSpec, Readiness, RestartPolicy, Supervisor, SupervisorArgs, SupervisorMsg,
+};
 pub use trigger::Trigger;
 pub use unit::{Pass, PassHook, TraceSource, Unit, UnitActor, UnitArgs, UnitMsg};

@@ -160,15 +160,16 @@ impl Steps {
     {
         self.open_pass()?;
         let key = spec.idempotency_key(&self.unit);
+        let action = spec.action.clone();
         let intent = self.intent(spec.object, &spec.action, &spec.desired_digest, key);
         let seq = self
             .journal
             .append_intent(intent, self.trace)
             .map_err(UnitError::journal)?;
-        faults::crash_point(faults::INTENT_DURABLE, &self.unit);
+        faults::crash_point_in(faults::INTENT_DURABLE, &self.unit, &action);
         let started = Instant::now();
         let result = effect().await;
-        faults::crash_point(faults::APPLIED, &self.unit);
+        faults::crash_point_in(faults::APPLIED, &self.unit, &action);
         self.close(seq, &result, started)?;
         if result.is_ok()
             && let Ok(mut p) = self.pass.lock()

@@ -80,6 +80,8 @@ pub struct SupervisorState {
     running: HashMap<ActorId, usize>,
     restarts: VecDeque<Instant>,
     restart_count: u64,
+    /// Children stopped on purpose (indexes stay stable; specs are not reused).
+    stopped: std::collections::HashSet<usize>,
 }
 
 impl SupervisorState {
@@ -88,10 +90,23 @@ impl SupervisorState {
     }
 }
 
-#[derive(Debug)]
 pub enum SupervisorMsg {
     /// Re-spawn child `index` (after the restart delay).
     Restart(usize),
+    /// Add and start a child (e.g. one actor per LVMVolumeGroup that appears).
+    Start(ChildSpec),
+    /// Stop a child for good (its object is gone): no restart.
+    Stop(String),
+}
+
+impl std::fmt::Debug for SupervisorMsg {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SupervisorMsg::Restart(i) => write!(f, "Restart({i})"),
+            SupervisorMsg::Start(c) => write!(f, "Start({})", c.name),
+            SupervisorMsg::Stop(n) => write!(f, "Stop({n})"),
+        }
+    }
 }
 
 impl Actor for Supervisor {
@@ -114,6 +129,7 @@ impl Actor for Supervisor {
             running,
             restarts: VecDeque::new(),
             restart_count: 0,
+            stopped: Default::default(),
         })
     }
 
@@ -123,7 +139,47 @@ impl Actor for Supervisor {
         msg: SupervisorMsg,
         state: &mut SupervisorState,
     ) -> Result<(), ActorProcessingErr> {
-        let SupervisorMsg::Restart(i) = msg;
+        let i = match msg {
+            SupervisorMsg::Restart(i) => i,
+            SupervisorMsg::Start(spec) => {
+                match state.args.children.iter().position(|c| c.name == spec.name) {
+                    // Stopped earlier and back again: reuse its slot.
+                    Some(i) if state.stopped.remove(&i) => {
+                        state.args.children[i] = spec;
+                        i
+                    }
+                    Some(_) => return Ok(()), // already supervised
+                    None => {
+                        state.args.children.push(spec);
+                        state.args.children.len() - 1
+                    }
+                }
+            }
+            SupervisorMsg::Stop(name) => {
+                if let Some(i) = state.args.children.iter().position(|c| c.name == name) {
+                    // Forget it first so its termination is not taken for a crash.
+                    let cells: Vec<ActorId> = state
+                        .running
+                        .iter()
+                        .filter(|(_, idx)| **idx == i)
+                        .map(|(id, _)| *id)
+                        .collect();
+                    for id in cells {
+                        state.running.remove(&id);
+                        if let Some(cell) =
+                            myself.get_children().into_iter().find(|c| c.get_id() == id)
+                        {
+                            cell.stop(Some("stopped by supervisor".into()));
+                        }
+                    }
+                    state.stopped.insert(i);
+                }
+                return Ok(());
+            }
+        };
+        if state.stopped.contains(&i) {
+            return Ok(());
+        }
         let child = state.args.children[i].clone();
         match (child.spawn)(myself.get_cell()).await {
             Ok(cell) => {

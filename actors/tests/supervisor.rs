@@ -131,3 +131,54 @@ async fn a_crash_looping_child_exceeds_the_restart_intensity() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn children_added_at_run_time_are_supervised_and_a_stopped_one_is_not_restarted() {
+    let env = Env::new("sup-dynamic");
+    let unit = FakeUnit::new("vg1");
+    let trigger = Trigger::new();
+    let spawned = Spawned::default();
+    let (sup, handle) = Actor::spawn(
+        None,
+        Supervisor,
+        SupervisorArgs {
+            children: vec![],
+            policy: policy(),
+            readiness: Readiness::default(),
+        },
+    )
+    .await
+    .expect("spawn supervisor");
+    let spec = child_spec_recording("vg1", unit_args(&unit, &env.journal, &trigger), &spawned);
+    sup.send_message(lvms_actors::SupervisorMsg::Start(spec.clone()))
+        .unwrap();
+    // A duplicate Start for a running child is ignored.
+    sup.send_message(lvms_actors::SupervisorMsg::Start(spec.clone()))
+        .unwrap();
+    wait_until("the added child runs a pass", || unit.passes() >= 1).await;
+    assert_eq!(spawned.lock().unwrap().len(), 1);
+
+    sup.send_message(lvms_actors::SupervisorMsg::Stop("vg1".into()))
+        .unwrap();
+    wait_until("the child stopped", || sup.get_children().is_empty()).await;
+    settle().await;
+    assert_eq!(
+        spawned.lock().unwrap().len(),
+        1,
+        "a stopped child was restarted"
+    );
+    assert_eq!(sup.get_status(), ActorStatus::Running);
+
+    // Back again (the object reappeared): started once more.
+    sup.send_message(lvms_actors::SupervisorMsg::Start(spec))
+        .unwrap();
+    wait_until("restarted on request", || {
+        spawned.lock().unwrap().len() == 2
+    })
+    .await;
+
+    sup.stop_and_wait(None, Some(Duration::from_secs(3)))
+        .await
+        .unwrap();
+    handle.await.unwrap();
+}

@@ -10,6 +10,7 @@ mod journal;
 mod operator;
 pub mod signals;
 mod since;
+mod vg_manager;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -35,6 +36,8 @@ pub enum Command {
     Journal(journal::JournalCommand),
     /// Run the operator (reconciles the LVMCluster in --namespace).
     Operator(operator::OperatorArgs),
+    /// Run vg-manager on this node (turns LVMVolumeGroups into volume groups).
+    VgManager(vg_manager::VgManagerArgs),
     /// Developer tools: a local control plane on loopback.
     #[command(subcommand)]
     Dev(dev::DevCommand),
@@ -46,5 +49,6 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Dev(cmd) => dev::run(cmd),
         Command::Journal(cmd) => journal::run(cmd),
         Command::Operator(args) => operator::run_cmd(args),
+        Command::VgManager(args) => vg_manager::run_cmd(args),
     }
 }

@@ -30,7 +30,61 @@ fn free_port() -> std::io::Result<u16> {
     Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
 
+/// `lvms vg-manager` for one simulated node: its own journal, lvmd.yaml, lock and disks.
+pub struct VgManagerOptions {
+    pub bin: PathBuf,
+    pub kubeconfig: PathBuf,
+    pub namespace: String,
+    pub node: String,
+    /// Holds `journal/`, `lvmd.yaml`, `lock` and the log.
+    pub dir: PathBuf,
+    /// lvm2 `--config` (activation off where the kernel has no device-mapper).
+    pub lvm_config: String,
+    pub env: Vec<(String, String)>,
+}
+
+/// lvm2 settings for hosts without device-mapper or udev (CI, containers).
+pub const NO_DM_LVM_CONFIG: &str = "global{activation=0} devices{use_devicesfile=0 obtain_device_list_from_udev=0} activation{udev_sync=0 udev_rules=0}";
+
 impl OperatorProcess {
+    pub fn start_vg_manager(opts: &VgManagerOptions) -> std::io::Result<Self> {
+        let diagnostics = free_port()?;
+        std::fs::create_dir_all(&opts.dir)?;
+        let log = opts
+            .dir
+            .join(format!("vg-manager-{}.log", std::process::id()));
+        let mut cmd = Command::new(&opts.bin);
+        cmd.arg("vg-manager")
+            .args(["--node-name", &opts.node, "--namespace", &opts.namespace])
+            .args([
+                "--host-command-prefix",
+                "",
+                "--lvm-config",
+                &opts.lvm_config,
+            ])
+            .arg("--lvmd-config")
+            .arg(opts.dir.join("lvmd.yaml"))
+            .arg("--journal-dir")
+            .arg(opts.dir.join("journal"))
+            .arg("--lock-file")
+            .arg(opts.dir.join("lock"))
+            .arg("--diagnostics-addr")
+            .arg(format!("127.0.0.1:{diagnostics}"))
+            .args(["--debounce-ms", "20"])
+            .env("KUBECONFIG", &opts.kubeconfig)
+            .env_remove("LVMS_CRASH_AT")
+            .env_remove("LVMS_PANIC_IN");
+        for (k, v) in &opts.env {
+            cmd.env(k, v);
+        }
+        let child = spawn(cmd, &log, Lifetime::DieWithParent)?;
+        Ok(OperatorProcess {
+            child,
+            diagnostics,
+            log,
+        })
+    }
+
     pub fn start(opts: &OperatorOptions) -> std::io::Result<Self> {
         let diagnostics = free_port()?;
         let mut cmd = Command::new(&opts.bin);

@@ -63,7 +63,7 @@ impl Drop for WatchHub {
     }
 }
 
-fn spawn_typed<K>(
+pub(crate) fn spawn_typed<K>(
     api: Api<K>,
     cfg: watcher::Config,
     source: Source,
@@ -119,7 +119,7 @@ fn spawn_dynamic(
 }
 
 /// managedFields are never read; dropping them roughly halves the cache.
-fn strip_meta<K: Resource>(obj: &mut K) {
+pub(crate) fn strip_meta<K: Resource>(obj: &mut K) {
     obj.meta_mut().managed_fields = None;
 }
 

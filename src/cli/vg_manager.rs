@@ -1,0 +1,89 @@
+//! `lvms vg-manager`: one per node (a DaemonSet created by the operator).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Args;
+use lvms_actors::RestartPolicy;
+
+use crate::vgmanager::host::Host;
+use crate::vgmanager::run::{Config, run};
+
+#[derive(Debug, Args)]
+pub struct VgManagerArgs {
+    #[arg(long, env = "NODE_NAME")]
+    pub node_name: String,
+    #[arg(long, env = "NAMESPACE")]
+    pub namespace: String,
+    /// Prefix of every host command ("" runs them in this process's namespaces).
+    #[arg(
+        long,
+        env = "LVMS_HOST_COMMAND_PREFIX",
+        default_value = "nsenter -m -u -i -n -p -t 1"
+    )]
+    pub host_command_prefix: String,
+    /// lvm2 `--config` for every lvm command (tests: `global{activation=0} ...`).
+    #[arg(long, env = "LVMS_LVM_CONFIG")]
+    pub lvm_config: Option<String>,
+    #[arg(
+        long,
+        env = "LVMS_LVMD_CONFIG",
+        default_value = "/etc/topolvm/lvmd.yaml"
+    )]
+    pub lvmd_config: PathBuf,
+    #[arg(
+        long,
+        env = "LVMS_JOURNAL_DIR",
+        default_value = "/var/lib/lvms/journal"
+    )]
+    pub journal_dir: PathBuf,
+    /// Two vg-managers on one node would race on the same disks.
+    #[arg(
+        long,
+        env = "LVMS_LOCK_FILE",
+        default_value = "/var/lock/vgmanager/vgmanager.lock"
+    )]
+    pub lock_file: PathBuf,
+    #[arg(long, env = "LVMS_DIAGNOSTICS_ADDR", default_value = "0.0.0.0:8081")]
+    pub diagnostics_addr: SocketAddr,
+    #[arg(long, default_value_t = 50)]
+    pub debounce_ms: u64,
+    #[arg(long, env = "LVMS_LOG_FORMAT", default_value = "text", value_parser = ["text", "json"])]
+    pub log_format: String,
+}
+
+pub fn run_cmd(args: VgManagerArgs) -> anyhow::Result<ExitCode> {
+    super::operator::init_logging(&args.log_format);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    rt.block_on(async move {
+        let client = kube::Client::try_default()
+            .await
+            .context("connecting to the API server (KUBECONFIG or in-cluster)")?;
+        let cfg = Config {
+            node: args.node_name,
+            namespace: args.namespace,
+            host: Host {
+                prefix: args
+                    .host_command_prefix
+                    .split_whitespace()
+                    .map(String::from)
+                    .collect(),
+                lvm_config: args.lvm_config.filter(|c| !c.is_empty()),
+            },
+            lvmd_config: args.lvmd_config,
+            journal_dir: args.journal_dir,
+            lock_file: args.lock_file,
+            diagnostics_addr: args.diagnostics_addr,
+            debounce: Duration::from_millis(args.debounce_ms),
+            restart_policy: RestartPolicy::default(),
+        };
+        run(client, cfg, super::signals::terminated()).await?;
+        Ok(ExitCode::SUCCESS)
+    })
+}

@@ -1,0 +1,16 @@
+//! The pure half of vg-manager: what lvms decides on a node from lsblk, lvm2 reports and the
+//! LVMVolumeGroup spec, without running anything. The executor runs the commands built here
+//! (adding the nsenter prefix and lvm's `--config`) and feeds their output back in.
+
+pub mod commands;
+pub mod discovery;
+pub mod events;
+pub mod filter;
+pub mod lsblk;
+pub mod lvmd_config;
+pub mod report;
+pub mod resolve;
+pub mod thin;
+pub mod validate;
+pub mod vg_status;
+pub mod wipe;

@@ -1,0 +1,146 @@
+//! Host commands: every lvm2/lsblk/wipefs/dmsetup call of vg-manager goes through here, so
+//! the same code runs on a real node (`nsenter -m -u -i -n -p -t 1 <cmd>`, the host's lvm2)
+//! and in tests (no prefix, loop devices, `--config` with activation off).
+
+use std::time::{Duration, Instant};
+
+use tokio::process::Command;
+use tracing::debug;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostOutput {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+    pub took: Duration,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum HostError {
+    #[error("`{argv}` could not start: {source}")]
+    Spawn {
+        argv: String,
+        source: std::io::Error,
+    },
+    #[error("`{argv}` exited {code}: {stderr}")]
+    Failed {
+        argv: String,
+        code: i32,
+        stderr: String,
+    },
+}
+
+impl HostError {
+    pub fn code(&self) -> Option<i32> {
+        match self {
+            HostError::Failed { code, .. } => Some(*code),
+            HostError::Spawn { .. } => None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct Host {
+    /// e.g. `["nsenter", "-m", "-u", "-i", "-n", "-p", "-t", "1"]`; empty runs locally.
+    pub prefix: Vec<String>,
+    /// lvm2 `--config` string (tests: `global{activation=0} ...`).
+    pub lvm_config: Option<String>,
+}
+
+impl Host {
+    /// The full argv that runs (pure; tested).
+    pub fn argv(&self, cmd: &[String]) -> Vec<String> {
+        let mut out = self.prefix.clone();
+        match &self.lvm_config {
+            Some(cfg) => out.extend(crate::node::commands::with_lvm_config(cmd, cfg)),
+            None => out.extend(cmd.iter().cloned()),
+        }
+        out
+    }
+
+    /// Run and require exit 0 (`ok_codes` lists other acceptable exit codes, e.g. lvmdevices 5).
+    pub async fn run(&self, cmd: &[String], ok_codes: &[i32]) -> Result<HostOutput, HostError> {
+        let argv = self.argv(cmd);
+        let Some(program) = argv.first() else {
+            return Err(HostError::Spawn {
+                argv: String::new(),
+                source: std::io::Error::other("empty command"),
+            });
+        };
+        let shown = argv.join(" ");
+        let started = Instant::now();
+        let out = Command::new(program)
+            .args(&argv[1..])
+            .env("LVM_SUPPRESS_FD_WARNINGS", "1")
+            .kill_on_drop(true)
+            .output()
+            .await
+            .map_err(|source| HostError::Spawn {
+                argv: shown.clone(),
+                source,
+            })?;
+        let code = out.status.code().unwrap_or(-1);
+        let result = HostOutput {
+            code,
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+            took: started.elapsed(),
+        };
+        debug!(argv = %shown, code, took_ms = result.took.as_millis() as u64, "host command");
+        if code == 0 || ok_codes.contains(&code) {
+            Ok(result)
+        } else {
+            Err(HostError::Failed {
+                argv: shown,
+                code,
+                stderr: result.stderr.trim().to_string(),
+            })
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(v: &[&str]) -> Vec<String> {
+        v.iter().map(|x| x.to_string()).collect()
+    }
+
+    #[test]
+    fn lvm_verbs_get_the_config_after_the_verb_and_everything_gets_the_prefix() {
+        let h = Host {
+            prefix: s(&["nsenter", "-t", "1"]),
+            lvm_config: Some("global{activation=0}".into()),
+        };
+        assert_eq!(
+            h.argv(&s(&["/usr/sbin/vgcreate", "vg1", "/dev/loop0"])),
+            s(&[
+                "nsenter",
+                "-t",
+                "1",
+                "/usr/sbin/vgcreate",
+                "--config",
+                "global{activation=0}",
+                "vg1",
+                "/dev/loop0"
+            ])
+        );
+        assert_eq!(
+            h.argv(&s(&["/usr/bin/lsblk", "--json"])),
+            s(&["nsenter", "-t", "1", "/usr/bin/lsblk", "--json"])
+        );
+    }
+
+    #[tokio::test]
+    async fn failures_keep_stderr_and_exit_code() {
+        let h = Host::default();
+        let err = h
+            .run(&s(&["sh", "-c", "echo boom >&2; exit 3"]), &[])
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), Some(3));
+        assert!(err.to_string().contains("boom"));
+        assert!(h.run(&s(&["sh", "-c", "exit 5"]), &[5]).await.is_ok());
+    }
+}

@@ -1,0 +1,12 @@
+//! `lvms vg-manager`: the per-node half. Supervised actors (one per LVMVolumeGroup on this
+//! node, a registry that starts and stops them, a node-status projector, the EventPublisher)
+//! over the journal; host commands through [`host::Host`].
+
+pub mod events;
+pub mod host;
+pub mod lock;
+pub mod node_report;
+pub mod node_status_unit;
+pub mod registry;
+pub mod run;
+pub mod volume_group;

@@ -1,0 +1,137 @@
+//! One actor per LVMVolumeGroup that concerns this node: started when the LVMVolumeGroup
+//! appears (its node selector matches this node, or it still carries this node's cleanup
+//! finalizer), stopped for good once it is gone.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use k8s_openapi::api::core::v1::Node;
+use kube::runtime::reflector::Store;
+use lvms_actors::{ChildSpec, Pass, Steps, SupervisorMsg, Trigger, Unit, UnitError};
+use lvms_journal::Intent;
+use ractor::ActorRef;
+
+use crate::api::{LVMVolumeGroup, NODE_CLEANUP_FINALIZER_PREFIX};
+use crate::operator::nodes::selector_matches;
+
+pub const UNIT: &str = "volume-group-registry";
+
+/// Does this LVMVolumeGroup concern `node`? (pure)
+pub fn concerns(vg: &LVMVolumeGroup, node_name: &str, node: Option<&Node>) -> bool {
+    let ours = format!("{NODE_CLEANUP_FINALIZER_PREFIX}{node_name}");
+    if vg.metadata.finalizers.iter().flatten().any(|f| *f == ours) {
+        return true;
+    }
+    match (&vg.spec.node_selector, node) {
+        (None, _) => true,
+        (Some(sel), Some(n)) => selector_matches(n, sel).unwrap_or(false),
+        (Some(_), None) => false,
+    }
+}
+
+pub type SpecFor = Arc<dyn Fn(&str, Trigger) -> ChildSpec + Send + Sync>;
+
+pub struct Registry {
+    pub node_name: String,
+    pub volume_groups: Store<LVMVolumeGroup>,
+    pub nodes: Store<Node>,
+    pub supervisor: Arc<OnceLock<ActorRef<SupervisorMsg>>>,
+    pub spec_for: SpecFor,
+    /// VG name → its actor's trigger (the WatchHub bumps them all on LVMVolumeGroup events).
+    pub triggers: Arc<Mutex<BTreeMap<String, Trigger>>>,
+}
+
+impl Unit for Registry {
+    fn name(&self) -> &str {
+        UNIT
+    }
+
+    async fn reconcile(&self, _steps: &Steps) -> Result<Pass, UnitError> {
+        let Some(sup) = self.supervisor.get() else {
+            return Err(UnitError::retryable("Starting", "supervisor not up yet"));
+        };
+        let node = self
+            .nodes
+            .state()
+            .into_iter()
+            .find(|n| n.metadata.name.as_deref() == Some(self.node_name.as_str()));
+        let wanted: BTreeSet<String> = self
+            .volume_groups
+            .state()
+            .iter()
+            .filter(|vg| concerns(vg, &self.node_name, node.as_deref()))
+            .filter_map(|vg| vg.metadata.name.clone())
+            .collect();
+        let mut triggers = self
+            .triggers
+            .lock()
+            .map_err(|_| UnitError::retryable("Internal", "trigger map poisoned"))?;
+        for name in &wanted {
+            if !triggers.contains_key(name) {
+                let t = Trigger::new();
+                triggers.insert(name.clone(), t.clone());
+                let _ = sup.send_message(SupervisorMsg::Start((self.spec_for)(name, t)));
+            }
+        }
+        let gone: Vec<String> = triggers
+            .keys()
+            .filter(|n| !wanted.contains(*n))
+            .cloned()
+            .collect();
+        for name in gone {
+            triggers.remove(&name);
+            let _ = sup.send_message(SupervisorMsg::Stop(format!("vg/{name}")));
+        }
+        Ok(Pass {
+            summary: format!("{} volume group(s) on this node", wanted.len()),
+            requeue_after: None,
+        })
+    }
+
+    async fn replay(&self, _i: &Intent, _s: &Steps) -> Result<BTreeMap<String, String>, UnitError> {
+        Ok(BTreeMap::new())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn vg(selector: Option<serde_json::Value>, finalizers: &[&str]) -> LVMVolumeGroup {
+        serde_json::from_value(json!({
+            "apiVersion": "lvm.topolvm.io/v1alpha1", "kind": "LVMVolumeGroup",
+            "metadata": {"name": "vg1", "finalizers": finalizers},
+            "spec": {"nodeSelector": selector},
+        }))
+        .unwrap()
+    }
+
+    fn node(name: &str, zone: &str) -> Node {
+        serde_json::from_value(json!({"metadata": {"name": name, "labels": {"zone": zone}}}))
+            .unwrap()
+    }
+
+    #[test]
+    fn selector_and_finalizer_decide() {
+        let sel = json!({"nodeSelectorTerms": [{"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}]});
+        assert!(concerns(&vg(None, &[]), "n1", None));
+        assert!(concerns(
+            &vg(Some(sel.clone()), &[]),
+            "n1",
+            Some(&node("n1", "a"))
+        ));
+        assert!(!concerns(
+            &vg(Some(sel.clone()), &[]),
+            "n1",
+            Some(&node("n1", "b"))
+        ));
+        // No longer selected but still holding our finalizer: we must clean up.
+        let fin = "cleanup.vgmanager.node.topolvm.io/n1";
+        assert!(concerns(
+            &vg(Some(sel), &[fin]),
+            "n1",
+            Some(&node("n1", "b"))
+        ));
+    }
+}

@@ -1,0 +1,280 @@
+//! `lvms vg-manager`: lock → journal → caches → supervision tree (publisher, registry,
+//! node-status projector, and one actor per LVMVolumeGroup added at run time).
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use anyhow::Context as _;
+use futures::FutureExt;
+use k8s_openapi::api::core::v1::Node;
+use kube::runtime::watcher;
+use kube::{Api, Client};
+use lvms_actors::{
+    ChildSpec, EventPublisher, PublisherArgs, PublisherMsg, Readiness, RestartPolicy, Supervisor,
+    SupervisorArgs, SupervisorMsg, Trigger, Unit, UnitActor, UnitArgs,
+};
+use lvms_journal::Journal;
+use ractor::{Actor, ActorRef};
+use tracing::{error, info, warn};
+
+use super::host::Host;
+use super::node_report::NodeReport;
+use super::node_status_unit::{self, NodeStatusUnit};
+use super::registry::{self, Registry, SpecFor};
+use super::volume_group::{NodeCtx, VolumeGroupUnit};
+use crate::api::LVMVolumeGroup;
+use crate::kube::caches::{spawn_typed, strip_meta};
+use crate::kube::events::KubeEvents;
+use crate::operator::diagnostics::{self, ReadyCheck};
+
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub node: String,
+    pub namespace: String,
+    pub host: Host,
+    pub lvmd_config: PathBuf,
+    pub journal_dir: PathBuf,
+    pub lock_file: PathBuf,
+    pub diagnostics_addr: SocketAddr,
+    pub debounce: Duration,
+    pub restart_policy: RestartPolicy,
+}
+
+struct Common {
+    journal: Arc<Journal>,
+    epoch: Arc<AtomicU64>,
+    on_pass: lvms_actors::PassHook,
+    debounce: Duration,
+}
+
+fn args<U>(c: &Common, trigger: Trigger, unit: U) -> UnitArgs<U> {
+    UnitArgs {
+        unit: Arc::new(unit),
+        journal: c.journal.clone(),
+        epoch: c.epoch.clone(),
+        trigger,
+        publisher: None,
+        on_pass: Some(c.on_pass.clone()),
+        trace: None,
+        debounce: c.debounce,
+    }
+}
+
+fn child<U: Unit>(name: String, a: UnitArgs<U>) -> ChildSpec {
+    ChildSpec {
+        name,
+        spawn: Arc::new(move |sup| {
+            let a = a.clone();
+            async move {
+                let (actor, _) =
+                    Actor::spawn_linked(None, UnitActor::<U>::default(), a, sup).await?;
+                Ok(actor.get_cell())
+            }
+            .boxed()
+        }),
+    }
+}
+
+pub async fn run(
+    client: Client,
+    cfg: Config,
+    shutdown: impl Future<Output = ()>,
+) -> anyhow::Result<()> {
+    let _lock = super::lock::acquire(&cfg.lock_file)?;
+    let supervision = Readiness::default();
+    let synced = Arc::new(AtomicBool::new(false));
+    let ready: ReadyCheck = {
+        let (supervision, synced) = (supervision.clone(), synced.clone());
+        Arc::new(move || {
+            supervision.check()?;
+            if synced.load(Ordering::Acquire) {
+                Ok(())
+            } else {
+                Err("caches not synced yet".into())
+            }
+        })
+    };
+    let listener = diagnostics::bind(cfg.diagnostics_addr)
+        .await
+        .with_context(|| format!("--diagnostics-addr {}", cfg.diagnostics_addr))?;
+    let diag = tokio::spawn(diagnostics::serve(listener, ready));
+
+    std::fs::create_dir_all(&cfg.journal_dir)
+        .with_context(|| format!("--journal-dir {}", cfg.journal_dir.display()))?;
+    let path = cfg.journal_dir.join("vg-manager");
+    let journal = Arc::new(
+        Journal::open(&path)
+            .with_context(|| format!("opening the journal at {}", path.display()))?,
+    );
+
+    // Watch events → triggers: the registry and every volume-group actor.
+    let registry_trigger = Trigger::new();
+    let vg_triggers: Arc<Mutex<BTreeMap<String, Trigger>>> = Arc::default();
+    let router: crate::kube::caches::Router = {
+        let (reg, vgs) = (registry_trigger.clone(), vg_triggers.clone());
+        Arc::new(move |source| {
+            reg.bump(&format!("{source:?}"));
+            if let Ok(m) = vgs.lock() {
+                m.values().for_each(|t| t.bump(&format!("{source:?}")));
+            }
+        })
+    };
+    let mut tasks = Vec::new();
+    let volume_groups = spawn_typed(
+        Api::<LVMVolumeGroup>::namespaced(client.clone(), &cfg.namespace),
+        watcher::Config::default(),
+        crate::kube::caches::Source::VolumeGroup,
+        router.clone(),
+        strip_meta,
+        &mut tasks,
+    );
+    let nodes = spawn_typed(
+        Api::<Node>::all(client.clone()),
+        watcher::Config::default().fields(&format!("metadata.name={}", cfg.node)),
+        crate::kube::caches::Source::Node,
+        router.clone(),
+        strip_meta,
+        &mut tasks,
+    );
+    volume_groups
+        .wait_until_ready()
+        .await
+        .context("LVMVolumeGroup cache")?;
+    nodes.wait_until_ready().await.context("Node cache")?;
+    info!(node = %cfg.node, "caches synced");
+
+    let report = NodeReport::default();
+    let ctx = Arc::new(NodeCtx {
+        client: client.clone(),
+        namespace: cfg.namespace.clone(),
+        node: cfg.node.clone(),
+        host: cfg.host.clone(),
+        lvmd_path: cfg.lvmd_config.clone(),
+        report: report.clone(),
+        volume_groups: volume_groups.clone(),
+        lvmd_lock: tokio::sync::Mutex::new(()),
+    });
+    let publisher_slot: Arc<Mutex<Option<ActorRef<PublisherMsg>>>> = Arc::default();
+    let on_pass: lvms_actors::PassHook = {
+        let slot = publisher_slot.clone();
+        Arc::new(move |_unit: &str| {
+            if let Some(p) = slot.lock().ok().and_then(|s| s.clone()) {
+                let _ = p.send_message(PublisherMsg::Outcome(0));
+            }
+        })
+    };
+    let common = Arc::new(Common {
+        journal: journal.clone(),
+        epoch: Arc::new(AtomicU64::new(0)),
+        on_pass,
+        debounce: cfg.debounce,
+    });
+    let supervisor_slot: Arc<OnceLock<ActorRef<SupervisorMsg>>> = Arc::default();
+    let spec_for: SpecFor = {
+        let (common, ctx) = (common.clone(), ctx.clone());
+        Arc::new(move |vg: &str, trigger: Trigger| {
+            let unit = VolumeGroupUnit {
+                unit: format!("vg/{vg}"),
+                vg: vg.to_string(),
+                ctx: ctx.clone(),
+            };
+            child(format!("vg/{vg}"), args(&common, trigger, unit))
+        })
+    };
+
+    let mut children = Vec::new();
+    let publisher_args = PublisherArgs {
+        sink: Arc::new(KubeEvents {
+            client: client.clone(),
+            controller: "lvms-vg-manager".into(),
+            instance: cfg.node.clone(),
+        }),
+        journal: journal.clone(),
+        event_for: Arc::new(super::events::event_for),
+    };
+    {
+        let slot = publisher_slot.clone();
+        children.push(ChildSpec {
+            name: "event-publisher".into(),
+            spawn: Arc::new(move |sup| {
+                let (a, slot) = (publisher_args.clone(), slot.clone());
+                async move {
+                    let (actor, _) =
+                        Actor::spawn_linked(None, EventPublisher::default(), a, sup).await?;
+                    if let Ok(mut s) = slot.lock() {
+                        *s = Some(actor.clone());
+                    }
+                    Ok(actor.get_cell())
+                }
+                .boxed()
+            }),
+        });
+    }
+    children.push(child(
+        node_status_unit::UNIT.into(),
+        args(
+            &common,
+            report.changed.clone(),
+            NodeStatusUnit::new(
+                client.clone(),
+                cfg.namespace.clone(),
+                cfg.node.clone(),
+                report.clone(),
+            ),
+        ),
+    ));
+    children.push(child(
+        registry::UNIT.into(),
+        args(
+            &common,
+            registry_trigger.clone(),
+            Registry {
+                node_name: cfg.node.clone(),
+                volume_groups,
+                nodes,
+                supervisor: supervisor_slot.clone(),
+                spec_for,
+                triggers: vg_triggers,
+            },
+        ),
+    ));
+    let (supervisor, sup_handle) = Actor::spawn(
+        None,
+        Supervisor,
+        SupervisorArgs {
+            children,
+            policy: cfg.restart_policy,
+            readiness: supervision.clone(),
+        },
+    )
+    .await
+    .context("starting the supervision tree")?;
+    let _ = supervisor_slot.set(supervisor.clone());
+    registry_trigger.bump("supervisor up");
+    synced.store(true, Ordering::Release);
+    info!(node = %cfg.node, "vg-manager running");
+
+    futures::pin_mut!(shutdown);
+    let mut sup_handle = sup_handle;
+    tokio::select! {
+        _ = &mut shutdown => info!("shutting down"),
+        _ = &mut sup_handle => {
+            let why = supervision.check().err().unwrap_or_default();
+            error!(%why, "supervisor stopped; /readyz now fails");
+            shutdown.await;
+        }
+    }
+    supervisor.stop(Some("shutdown".into()));
+    let _ = tokio::time::timeout(Duration::from_secs(5), sup_handle).await;
+    if let Err(e) = journal.flush() {
+        warn!(error = %e, "journal flush at shutdown failed");
+    }
+    tasks.iter().for_each(|t| t.abort());
+    diag.abort();
+    Ok(())
+}

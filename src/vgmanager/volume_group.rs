@@ -1,0 +1,652 @@
+//! One actor per LVMVolumeGroup on this node (LVMS's vg-manager reconcile): observe the host
+//! (lsblk, pvs, vgs), decide with the pure `node::` functions, and run each host mutation as a
+//! journaled step. After a crash an open intent is resolved by reading the host first: a
+//! vgcreate that happened is seen in `vgs` and never repeated.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use kube::Client;
+use kube::runtime::reflector::Store;
+use lvms_actors::{Pass, StepSpec, Steps, Unit, UnitError, event_detail};
+use lvms_journal::{Intent, ObjectRef};
+
+use super::host::Host;
+use super::node_report::NodeReport;
+use crate::api::{LVMVolumeGroup, NODE_CLEANUP_FINALIZER_PREFIX};
+use crate::kube::apply;
+use crate::kube::kinds::Kind;
+use crate::node::discovery::{self, DiscoveryInput, Plan, VgAction};
+use crate::node::events::EventReason;
+use crate::node::filter::{FilterContext, filter_devices};
+use crate::node::lsblk::{BlockDevice, flatten, parse_lsblk};
+use crate::node::report::{
+    ExistingVg, LvReport, PhysicalVolume, find_vg, join_vgs, parse_lvs, parse_pvs, parse_vgs,
+};
+use crate::node::resolve::{ResolvedPaths, paths_to_resolve};
+use crate::node::vg_status::{Phase, vg_status};
+use crate::node::{commands, lvmd_config, thin, validate};
+use crate::operator::context::object_ref;
+
+/// What every volume-group actor on this node shares.
+pub struct NodeCtx {
+    pub client: Client,
+    pub namespace: String,
+    pub node: String,
+    pub host: Host,
+    pub lvmd_path: PathBuf,
+    pub report: NodeReport,
+    pub volume_groups: Store<LVMVolumeGroup>,
+    /// lvmd.yaml holds every class: one writer at a time.
+    pub lvmd_lock: tokio::sync::Mutex<()>,
+}
+
+pub struct VolumeGroupUnit {
+    pub unit: String,
+    pub vg: String,
+    pub ctx: Arc<NodeCtx>,
+}
+
+/// The host as one reconcile sees it.
+struct Observed {
+    devices: Vec<BlockDevice>,
+    pvs: Vec<PhysicalVolume>,
+    existing: Option<ExistingVg>,
+    resolved: ResolvedPaths,
+    loop_back_files: BTreeMap<String, String>,
+    holders: BTreeMap<String, Vec<String>>,
+}
+
+fn host_err(what: &str) -> impl Fn(super::host::HostError) -> UnitError + '_ {
+    move |e| UnitError::retryable("HostCommandFailed", format!("{what}: {e}"))
+}
+
+fn cmd_err(e: commands::CommandError) -> UnitError {
+    UnitError::permanent("InvalidCommand", e.to_string())
+}
+
+fn warn(reason: EventReason, message: String) -> UnitError {
+    UnitError::retryable(reason.as_str(), message)
+}
+
+impl VolumeGroupUnit {
+    fn finalizer(&self) -> String {
+        format!("{NODE_CLEANUP_FINALIZER_PREFIX}{}", self.ctx.node)
+    }
+
+    fn host_object(&self, what: &str) -> ObjectRef {
+        ObjectRef {
+            kind: "Host".into(),
+            namespace: String::new(),
+            name: format!("{}/{what}", self.ctx.node),
+            uid: String::new(),
+            generation: 0,
+        }
+    }
+
+    async fn run_host(&self, argv: &[String]) -> Result<String, UnitError> {
+        self.ctx
+            .host
+            .run(argv, &[])
+            .await
+            .map(|o| o.stdout)
+            .map_err(host_err(
+                argv.first().map(String::as_str).unwrap_or("command"),
+            ))
+    }
+
+    async fn observe(&self, vg: &LVMVolumeGroup) -> Result<Observed, UnitError> {
+        let lsblk = self.run_host(&commands::lsblk()).await?;
+        let mut devices =
+            parse_lsblk(&lsblk).map_err(|e| UnitError::retryable("LsblkFailed", e.to_string()))?;
+        // lsblk's FSTYPE comes from udev, which containers and CI lack: read the signatures
+        // from the devices themselves (blkid exits 2 when there is none).
+        let mut probed = BTreeMap::new();
+        let knames: Vec<String> = flatten(&devices).keys().cloned().collect();
+        for kname in knames {
+            if let Ok(out) = self
+                .ctx
+                .host
+                .run(&commands::blkid_probe(&kname), &[2])
+                .await
+                && let Some(t) = crate::node::lsblk::parse_blkid_export_type(&out.stdout)
+            {
+                probed.insert(kname, t);
+            }
+        }
+        tracing::debug!(?probed, "signatures probed with blkid");
+        crate::node::lsblk::apply_probed_fstypes(&mut devices, &probed);
+        let pvs = parse_pvs(&self.run_host(&commands::pvs(None)).await?)
+            .map_err(|e| UnitError::retryable("PvsFailed", e.to_string()))?;
+        let vgs = parse_vgs(&self.run_host(&commands::vgs(true)).await?)
+            .map_err(|e| UnitError::retryable("VgsFailed", e.to_string()))?;
+        let existing = find_vg(&join_vgs(&vgs, &pvs), &self.vg).cloned();
+        let mut resolved = ResolvedPaths::new();
+        for p in paths_to_resolve(vg.spec.device_selector.as_ref(), &pvs) {
+            match std::fs::canonicalize(&p) {
+                Ok(t) => resolved.insert(p, t.to_string_lossy().into_owned()),
+                Err(e) => resolved.insert_error(p, e.to_string()),
+            };
+        }
+        let flat = flatten(&devices);
+        let mut loop_back_files = BTreeMap::new();
+        let mut holders = BTreeMap::new();
+        for (kname, dev) in &flat {
+            let short = kname.trim_start_matches("/dev/");
+            if let Ok(entries) = std::fs::read_dir(format!("/sys/class/block/{short}/holders")) {
+                let h: Vec<String> = entries
+                    .flatten()
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect();
+                if !h.is_empty() {
+                    holders.insert(kname.clone(), h);
+                }
+            }
+            if dev.device_type == crate::node::lsblk::TYPE_LOOP
+                && let Ok(out) = self
+                    .ctx
+                    .host
+                    .run(&commands::losetup_back_file(kname), &[])
+                    .await
+                && let Ok(files) = crate::node::lsblk::parse_losetup_back_files(&out.stdout)
+                && let Some(f) = files.into_iter().next()
+            {
+                loop_back_files.insert(kname.clone(), f);
+            }
+        }
+        Ok(Observed {
+            devices,
+            pvs,
+            existing,
+            resolved,
+            loop_back_files,
+            holders,
+        })
+    }
+
+    /// One host mutation under a write-ahead intent; the argv goes into the outcome.
+    async fn host_step(
+        &self,
+        steps: &Steps,
+        action: &str,
+        argv: Vec<String>,
+        event: Option<(&str, &str, String)>,
+    ) -> Result<(), UnitError> {
+        let spec = StepSpec {
+            object: self.host_object(&self.vg),
+            action: action.into(),
+            desired_digest: argv.join(" "),
+        };
+        steps
+            .run(spec, || async {
+                let out = self
+                    .ctx
+                    .host
+                    .run(&argv, &[])
+                    .await
+                    .map_err(host_err(action))?;
+                let mut d = match &event {
+                    Some((t, r, n)) => event_detail(t, r, n),
+                    None => BTreeMap::new(),
+                };
+                d.insert("argv".into(), argv.join(" "));
+                d.insert("host_ms".into(), out.took.as_millis().to_string());
+                Ok(d)
+            })
+            .await?;
+        Ok(())
+    }
+
+    async fn ensure_finalizer(&self, steps: &Steps, vg: &LVMVolumeGroup) -> Result<(), UnitError> {
+        let fin = self.finalizer();
+        if vg.metadata.finalizers.iter().flatten().any(|f| *f == fin) {
+            return Ok(());
+        }
+        let spec = StepSpec {
+            object: object_ref(vg),
+            action: "add-finalizer".into(),
+            desired_digest: fin.clone(),
+        };
+        let (client, ns) = (&self.ctx.client, &self.ctx.namespace);
+        steps
+            .run(spec, || {
+                apply::edit_finalizers(client, Kind::VolumeGroup, ns, &self.vg, |f| {
+                    if !f.contains(&fin) {
+                        f.push(fin.clone());
+                    }
+                })
+            })
+            .await?;
+        Ok(())
+    }
+
+    fn lvs(&self, out: &str) -> Result<LvReport, UnitError> {
+        parse_lvs(out).map_err(|e| UnitError::retryable("LvsFailed", e.to_string()))
+    }
+
+    /// Thin pool create/extend + validateLVs (thick classes: nothing).
+    async fn thin_pool(&self, steps: &Steps, vg: &LVMVolumeGroup) -> Result<(), UnitError> {
+        let Some(tp) = &vg.spec.thin_pool_config else {
+            return Ok(());
+        };
+        let lvs = self.lvs(
+            &self
+                .run_host(&commands::lvs(&self.vg).map_err(cmd_err)?)
+                .await?,
+        )?;
+        let vgs = parse_vgs(&self.run_host(&commands::vgs(true)).await?).unwrap_or_default();
+        let size = vgs
+            .iter()
+            .find(|v| v.vg_name == self.vg)
+            .and_then(|v| v.vg_size);
+        match thin::plan_thin_pool(&self.vg, tp, &lvs, size)
+            .map_err(|e| warn(EventReason::ThinPoolCreateOrExtendFailed, e.to_string()))?
+        {
+            thin::ThinPoolAction::Create(argv) => self
+                .host_step(steps, "lvcreate-thin-pool", argv, None)
+                .await
+                .map_err(|e| warn(EventReason::ThinPoolCreateOrExtendFailed, e.message))?,
+            thin::ThinPoolAction::Extend(argv) => self
+                .host_step(steps, "lvextend-thin-pool", argv, None)
+                .await
+                .map_err(|e| warn(EventReason::ThinPoolCreateOrExtendFailed, e.message))?,
+            thin::ThinPoolAction::UpToDate => {}
+        }
+        let lvs = self.lvs(
+            &self
+                .run_host(&commands::lvs(&self.vg).map_err(cmd_err)?)
+                .await?,
+        )?;
+        let v = validate::validate_lvs(&self.vg, tp, &lvs)
+            .map_err(|e| warn(EventReason::InconsistentLVs, e.status_message()))?;
+        if v.activate {
+            let argv = commands::lvchange_activate(&self.vg, &tp.name).map_err(cmd_err)?;
+            self.host_step(steps, "lvchange-activate", argv, None)
+                .await?;
+        }
+        if let Some(bytes) = v.extend_metadata_to {
+            let argv =
+                commands::lvextend_pool_metadata(&self.vg, &tp.name, bytes).map_err(cmd_err)?;
+            self.host_step(steps, "lvextend-pool-metadata", argv, None)
+                .await?;
+        }
+        Ok(())
+    }
+
+    fn read_lvmd(&self) -> Result<Option<lvmd_config::LvmdConfig>, UnitError> {
+        match std::fs::read_to_string(&self.ctx.lvmd_path) {
+            Ok(text) => lvmd_config::parse(&text).map(Some).map_err(|e| {
+                UnitError::permanent(
+                    "LVMDConfigInvalid",
+                    format!("{}: {e}", self.ctx.lvmd_path.display()),
+                )
+            }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(UnitError::retryable(
+                "LVMDConfigUnreadable",
+                format!("{}: {e}", self.ctx.lvmd_path.display()),
+            )),
+        }
+    }
+
+    /// Temp file + rename: a crash never leaves a half-written lvmd.yaml.
+    fn write_file(&self, text: Option<&str>) -> Result<BTreeMap<String, String>, UnitError> {
+        let path = &self.ctx.lvmd_path;
+        let io = |e: std::io::Error| {
+            UnitError::retryable("LVMDConfigWriteFailed", format!("{}: {e}", path.display()))
+        };
+        match text {
+            Some(t) => {
+                if let Some(dir) = path.parent() {
+                    std::fs::create_dir_all(dir).map_err(io)?;
+                }
+                let tmp = path.with_extension("yaml.tmp");
+                std::fs::write(&tmp, t).map_err(io)?;
+                use std::os::unix::fs::PermissionsExt;
+                std::fs::set_permissions(
+                    &tmp,
+                    std::fs::Permissions::from_mode(lvmd_config::FILE_MODE),
+                )
+                .map_err(io)?;
+                std::fs::rename(&tmp, path).map_err(io)?;
+            }
+            None => match std::fs::remove_file(path) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(io(e)),
+                _ => {}
+            },
+        }
+        Ok(BTreeMap::from([(
+            "path".into(),
+            path.display().to_string(),
+        )]))
+    }
+
+    async fn write_lvmd(&self, steps: &Steps, vg: &LVMVolumeGroup) -> Result<(), UnitError> {
+        let _guard = self.ctx.lvmd_lock.lock().await;
+        let existing = self.read_lvmd()?;
+        let applied = lvmd_config::apply_volume_group(existing.as_ref(), &self.vg, &vg.spec)
+            .map_err(|e| UnitError::permanent("LVMDConfigInvalid", e.to_string()))?;
+        if !applied.changed {
+            return Ok(());
+        }
+        let text = lvmd_config::render(&applied.config)
+            .map_err(|e| UnitError::permanent("LVMDConfigInvalid", e.to_string()))?;
+        let spec = StepSpec {
+            object: self.host_object("lvmd.yaml"),
+            action: "write-lvmd-config".into(),
+            desired_digest: crate::operator::plan::digest(&serde_json::Value::String(text.clone())),
+        };
+        steps
+            .run(spec, || async {
+                let mut d = self.write_file(Some(&text))?;
+                d.extend(event_detail(
+                    "Normal",
+                    EventReason::LVMDConfigUpdated.as_str(),
+                    crate::node::events::MSG_LVMD_CONFIG_UPDATED,
+                ));
+                Ok(d)
+            })
+            .await?;
+        Ok(())
+    }
+
+    fn set_status(
+        &self,
+        vg: &LVMVolumeGroup,
+        phase: Phase,
+        obs: &Observed,
+        devices: &crate::node::filter::FilteredDevices,
+    ) {
+        self.ctx.report.set(vg_status(
+            &self.vg,
+            &vg.spec,
+            phase,
+            obs.existing.as_ref(),
+            devices,
+            None,
+        ));
+    }
+
+    async fn reconcile_present(
+        &self,
+        steps: &Steps,
+        vg: &LVMVolumeGroup,
+    ) -> Result<Pass, UnitError> {
+        self.ensure_finalizer(steps, vg).await?;
+        let obs = self.observe(vg).await?;
+        let ctx = FilterContext {
+            vg_name: &self.vg,
+            selector: vg.spec.device_selector.as_ref(),
+            resolved: &obs.resolved,
+            pvs: &obs.pvs,
+            loop_back_files: &obs.loop_back_files,
+            holders: &obs.holders,
+        };
+        let filtered = filter_devices(&obs.devices, &ctx);
+        let input = DiscoveryInput {
+            node: &self.ctx.node,
+            vg_name: &self.vg,
+            spec: &vg.spec,
+            resolved: &obs.resolved,
+            existing_vg: obs.existing.as_ref(),
+            vgcreate_assume_yes: false,
+        };
+        let decision = discovery::plan(&input, filtered);
+        match decision.plan {
+            Plan::Fail {
+                event,
+                error,
+                requeue_after,
+            } => {
+                self.set_status(
+                    vg,
+                    Phase::Failed(error.to_string()),
+                    &obs,
+                    &decision.devices,
+                );
+                let reason = event.map(|e| e.as_str()).unwrap_or("VolumeGroupFailed");
+                let mut err = UnitError::retryable(reason, error.to_string());
+                err.retry_after = requeue_after;
+                Err(err)
+            }
+            Plan::Grow {
+                action,
+                requeue_after,
+            } => {
+                self.set_status(vg, Phase::Progressing, &obs, &decision.devices);
+                let (name, argv) = match &action {
+                    VgAction::Create {
+                        devices,
+                        assume_yes,
+                    } => (
+                        "vgcreate",
+                        commands::vgcreate(&self.vg, devices, *assume_yes),
+                    ),
+                    VgAction::Extend { devices } => {
+                        ("vgextend", commands::vgextend(&self.vg, devices))
+                    }
+                };
+                let argv = argv.map_err(cmd_err)?;
+                self.host_step(steps, name, argv, None)
+                    .await
+                    .map_err(|e| warn(EventReason::VGCreateOrExtendFailed, e.message))?;
+                self.finish(steps, vg, Some(requeue_after)).await
+            }
+            Plan::Steady {
+                remove,
+                requeue_after,
+            } => {
+                for pv in &remove {
+                    let reduce = commands::vgreduce(&self.vg, pv).map_err(cmd_err)?;
+                    self.host_step(steps, "vgreduce", reduce, None)
+                        .await
+                        .map_err(|e| warn(EventReason::DeviceRemovalFailed, e.message))?;
+                    let pvremove = commands::pvremove(std::slice::from_ref(pv)).map_err(cmd_err)?;
+                    let note =
+                        crate::node::events::device_removed_message(std::slice::from_ref(pv));
+                    self.host_step(
+                        steps,
+                        "pvremove",
+                        pvremove,
+                        Some(("Normal", EventReason::DeviceRemoved.as_str(), note)),
+                    )
+                    .await
+                    .map_err(|e| warn(EventReason::DeviceRemovalFailed, e.message))?;
+                }
+                self.finish(steps, vg, requeue_after).await
+            }
+        }
+    }
+
+    /// Thin pool, lvmd.yaml, then Ready with a fresh look at the host.
+    async fn finish(
+        &self,
+        steps: &Steps,
+        vg: &LVMVolumeGroup,
+        requeue_after: Option<Duration>,
+    ) -> Result<Pass, UnitError> {
+        if let Err(e) = self.thin_pool(steps, vg).await {
+            let obs = self.observe(vg).await?;
+            self.set_status(
+                vg,
+                Phase::Failed(e.message.clone()),
+                &obs,
+                &Default::default(),
+            );
+            return Err(e);
+        }
+        self.write_lvmd(steps, vg).await?;
+        let obs = self.observe(vg).await?;
+        let ctx = FilterContext {
+            vg_name: &self.vg,
+            selector: vg.spec.device_selector.as_ref(),
+            resolved: &obs.resolved,
+            pvs: &obs.pvs,
+            loop_back_files: &obs.loop_back_files,
+            holders: &obs.holders,
+        };
+        let filtered = filter_devices(&obs.devices, &ctx);
+        self.set_status(vg, Phase::Ready, &obs, &filtered);
+        Ok(Pass {
+            summary: format!("volume group {} ready", self.vg),
+            requeue_after,
+        })
+    }
+
+    /// LVMS processDelete: refuse while user volumes exist, else pool → VG → PVs → lvmd.yaml
+    /// → status entry → finalizer.
+    async fn delete(&self, steps: &Steps, vg: &LVMVolumeGroup) -> Result<Pass, UnitError> {
+        let fin = self.finalizer();
+        if !vg.metadata.finalizers.iter().flatten().any(|f| *f == fin) {
+            self.ctx.report.remove(&self.vg);
+            return Ok(Pass {
+                summary: "not ours to clean up".into(),
+                requeue_after: None,
+            });
+        }
+        let pvs = parse_pvs(&self.run_host(&commands::pvs(None)).await?).unwrap_or_default();
+        let vgs = parse_vgs(&self.run_host(&commands::vgs(true)).await?).unwrap_or_default();
+        if let Some(existing) = find_vg(&join_vgs(&vgs, &pvs), &self.vg).cloned() {
+            let lvs = self.lvs(
+                &self
+                    .run_host(&commands::lvs(&self.vg).map_err(cmd_err)?)
+                    .await?,
+            )?;
+            let pool = vg.spec.thin_pool_config.as_ref().map(|t| t.name.clone());
+            let user: Vec<String> = lvs
+                .all()
+                .filter(|lv| Some(&lv.lv_name) != pool.as_ref() && !lv.lv_name.starts_with('['))
+                .map(|lv| lv.lv_name.clone())
+                .collect();
+            if !user.is_empty() {
+                return Err(warn(
+                    EventReason::ManualCleanupRequired,
+                    format!(
+                        "volume group {} still holds logical volumes {}; delete their PersistentVolumes (or remove the volumes by hand) before deleting the device class",
+                        self.vg,
+                        user.join(", ")
+                    ),
+                ));
+            }
+            if let Some(pool) = pool
+                && lvs.find(&pool).is_some()
+            {
+                let argv = commands::lvremove(&self.vg, &pool).map_err(cmd_err)?;
+                self.host_step(steps, "lvremove-thin-pool", argv, None)
+                    .await?;
+            }
+            let argv = commands::vgremove(&self.vg).map_err(cmd_err)?;
+            self.host_step(steps, "vgremove", argv, None).await?;
+            let argv = commands::pvremove(&existing.pv_names()).map_err(cmd_err)?;
+            self.host_step(steps, "pvremove", argv, None).await?;
+        }
+        {
+            let _guard = self.ctx.lvmd_lock.lock().await;
+            let existing = self.read_lvmd()?;
+            let text = match lvmd_config::remove_volume_group(existing.as_ref(), &self.vg) {
+                lvmd_config::Removal::NoConfig | lvmd_config::Removal::Unchanged => None,
+                lvmd_config::Removal::Save(c) => {
+                    Some(Some(lvmd_config::render(&c).map_err(|e| {
+                        UnitError::permanent("LVMDConfigInvalid", e.to_string())
+                    })?))
+                }
+                lvmd_config::Removal::Delete => Some(None),
+            };
+            if let Some(text) = text {
+                let spec = StepSpec {
+                    object: self.host_object("lvmd.yaml"),
+                    action: "write-lvmd-config".into(),
+                    desired_digest: format!("remove {}", self.vg),
+                };
+                steps
+                    .run(spec, || async { self.write_file(text.as_deref()) })
+                    .await?;
+            }
+        }
+        self.ctx.report.remove(&self.vg);
+        let spec = StepSpec {
+            object: object_ref(vg),
+            action: "remove-finalizer".into(),
+            desired_digest: fin.clone(),
+        };
+        let (client, ns) = (&self.ctx.client, &self.ctx.namespace);
+        steps
+            .run(spec, || {
+                apply::edit_finalizers(client, Kind::VolumeGroup, ns, &self.vg, |f| {
+                    f.retain(|x| *x != fin)
+                })
+            })
+            .await?;
+        Ok(Pass {
+            summary: format!("volume group {} removed from this node", self.vg),
+            requeue_after: None,
+        })
+    }
+}
+
+impl Unit for VolumeGroupUnit {
+    fn name(&self) -> &str {
+        &self.unit
+    }
+
+    async fn reconcile(&self, steps: &Steps) -> Result<Pass, UnitError> {
+        let Some(vg) = self
+            .ctx
+            .volume_groups
+            .state()
+            .into_iter()
+            .find(|v| v.metadata.name.as_deref() == Some(self.vg.as_str()))
+        else {
+            self.ctx.report.remove(&self.vg);
+            return Ok(Pass {
+                summary: "LVMVolumeGroup gone".into(),
+                requeue_after: None,
+            });
+        };
+        steps.begin(object_ref(vg.as_ref()));
+        if vg.metadata.deletion_timestamp.is_some() {
+            return self.delete(steps, &vg).await;
+        }
+        self.reconcile_present(steps, &vg).await
+    }
+
+    /// Read the host before anything is redone: a VG change that happened is recorded as
+    /// done (`already-done`); one that did not is left to the next pass, which decides again
+    /// from the host (`not-done`).
+    async fn replay(
+        &self,
+        intent: &Intent,
+        _steps: &Steps,
+    ) -> Result<BTreeMap<String, String>, UnitError> {
+        let pvs = parse_pvs(&self.run_host(&commands::pvs(None)).await?).unwrap_or_default();
+        let vgs = parse_vgs(&self.run_host(&commands::vgs(true)).await?).unwrap_or_default();
+        let existing = find_vg(&join_vgs(&vgs, &pvs), &self.vg).cloned();
+        let devices_in_vg = |argv: &str| {
+            existing.as_ref().is_some_and(|vg| {
+                argv.split_whitespace()
+                    .filter(|a| a.starts_with("/dev/"))
+                    .all(|d| vg.pvs.iter().any(|p| p.pv_name == d))
+            })
+        };
+        let done = match intent.action.as_str() {
+            "vgcreate" | "vgextend" => devices_in_vg(&intent.desired_digest),
+            "vgremove" => existing.is_none(),
+            "vgreduce" | "pvremove" => {
+                let dev = intent
+                    .desired_digest
+                    .split_whitespace()
+                    .last()
+                    .unwrap_or_default();
+                !pvs.iter()
+                    .any(|p| p.pv_name == dev && p.vg_name.as_deref() == Some(self.vg.as_str()))
+            }
+            _ => false,
+        };
+        Ok(BTreeMap::from([(
+            "replay".to_string(),
+            if done { "already-done" } else { "not-done" }.to_string(),
+        )]))
+    }
+}

@@ -1,0 +1,134 @@
+//! Loop-device disks for one test, removed (VG, PV, loop device, symlink) on drop — also when
+//! the test fails. Only devices this guard created are ever touched.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use lvms::dev::operator::NO_DM_LVM_CONFIG;
+
+pub struct Disk {
+    pub loop_dev: String,
+    /// `/dev/lvms-e2e-<pid>/<name>` → the loop device (paths must start with /dev/).
+    pub link: String,
+    image: PathBuf,
+}
+
+fn run(cmd: &str, args: &[&str]) -> (bool, String) {
+    let out = Command::new(cmd)
+        .args(args)
+        .env("LVM_SUPPRESS_FD_WARNINGS", "1")
+        .output()
+        .unwrap_or_else(|e| {
+            panic!("{cmd}: {e} (install util-linux and lvm2: apt-get install -y lvm2)")
+        });
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr),
+    )
+}
+
+/// Loud, never a skip: these tests need root, loop devices and lvm2.
+pub fn require_prerequisites() {
+    for tool in ["losetup", "vgcreate", "lsblk"] {
+        let found = std::env::var_os("PATH")
+            .map(|p| std::env::split_paths(&p).any(|d| d.join(tool).exists()))
+            .unwrap_or(false)
+            || Path::new("/usr/sbin").join(tool).exists();
+        assert!(
+            found,
+            "{tool} is missing: install lvm2 and util-linux (apt-get install -y lvm2)"
+        );
+    }
+    assert!(
+        Path::new("/dev/loop-control").exists(),
+        "/dev/loop-control is missing: these tests need loop devices (run as root on a host or privileged container)"
+    );
+}
+
+impl Disk {
+    pub fn new(dir: &Path, name: &str, size_mb: u64) -> Disk {
+        std::fs::create_dir_all(dir).expect("disk dir");
+        let image = dir.join(format!("{name}.img"));
+        let f = std::fs::File::create(&image).expect("image file");
+        f.set_len(size_mb << 20).expect("sizing the image");
+        let (ok, out) = run("losetup", &["-f", "--show", &image.to_string_lossy()]);
+        assert!(ok, "losetup -f failed: {out}");
+        let loop_dev = out.trim().to_string();
+        let link_dir = PathBuf::from(format!("/dev/lvms-e2e-{}", std::process::id()));
+        std::fs::create_dir_all(&link_dir).expect("/dev link dir");
+        let link = link_dir.join(name);
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink(&loop_dev, &link).expect("symlink");
+        Disk {
+            loop_dev,
+            link: link.to_string_lossy().into_owned(),
+            image,
+        }
+    }
+}
+
+impl Drop for Disk {
+    fn drop(&mut self) {
+        // Whatever VG this PV ended up in: remove it, then the PV label, then the device.
+        let (_, vg) = run(
+            "pvs",
+            &[
+                "--config",
+                NO_DM_LVM_CONFIG,
+                "--noheadings",
+                "-o",
+                "vg_name",
+                &self.loop_dev,
+            ],
+        );
+        let vg = vg.trim();
+        if !vg.is_empty() && !vg.contains(' ') {
+            run("vgremove", &["--config", NO_DM_LVM_CONFIG, "-f", vg]);
+        }
+        run(
+            "pvremove",
+            &["--config", NO_DM_LVM_CONFIG, "-ff", "-y", &self.loop_dev],
+        );
+        run("losetup", &["-d", &self.loop_dev]);
+        let _ = std::fs::remove_file(&self.link);
+        let _ = std::fs::remove_file(&self.image);
+    }
+}
+
+/// The VGs lvm2 sees (tagged or not).
+pub fn vg_names() -> Vec<String> {
+    let (_, out) = run(
+        "vgs",
+        &[
+            "--config",
+            NO_DM_LVM_CONFIG,
+            "--noheadings",
+            "-o",
+            "vg_name",
+        ],
+    );
+    out.lines()
+        .map(|l| l.trim().to_string())
+        .filter(|l| !l.is_empty() && !l.contains(' '))
+        .collect()
+}
+
+pub fn pvs_of(vg: &str) -> Vec<String> {
+    let (_, out) = run(
+        "pvs",
+        &[
+            "--config",
+            NO_DM_LVM_CONFIG,
+            "--noheadings",
+            "-o",
+            "pv_name,vg_name",
+        ],
+    );
+    out.lines()
+        .filter_map(|l| {
+            let mut f = l.split_whitespace();
+            let (pv, v) = (f.next()?, f.next()?);
+            (v == vg).then(|| pv.to_string())
+        })
+        .collect()
+}

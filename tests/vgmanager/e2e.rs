@@ -1,0 +1,268 @@
+use std::path::Path;
+use std::time::Duration;
+
+use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use lvms::api::{LVMStateType, LVMVolumeGroupNodeStatus, VGStatus, VGStatusType};
+use lvms::dev::operator::{NO_DM_LVM_CONFIG, OperatorProcess, VgManagerOptions};
+use lvms_journal::{Body, Journal, OutcomeResult};
+use serde_json::{Value, json};
+
+use crate::common::*;
+use crate::disks::{Disk, pvs_of, require_prerequisites, vg_names};
+use crate::support::eventually;
+
+const T: Duration = Duration::from_secs(60);
+
+fn vg_manager(s: &Scenario, node: &str, env: &[(&str, &str)]) -> OperatorProcess {
+    OperatorProcess::start_vg_manager(&VgManagerOptions {
+        bin: env!("CARGO_BIN_EXE_lvms").into(),
+        kubeconfig: crate::support::env().cp.kubeconfig.clone(),
+        namespace: s.ns.name.clone(),
+        node: node.into(),
+        dir: s.dir.join(node),
+        lvm_config: NO_DM_LVM_CONFIG.into(),
+        env: env
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+    })
+    .expect("starting vg-manager")
+}
+
+fn selector(node: &str) -> Value {
+    json!({"nodeSelectorTerms": [{"matchExpressions": [
+        {"key": "kubernetes.io/hostname", "operator": "In", "values": [node]}]}]})
+}
+
+async fn entry(s: &Scenario, node: &str, vg: &str) -> Option<VGStatus> {
+    let api: Api<LVMVolumeGroupNodeStatus> = Api::namespaced(s.client.clone(), &s.ns.name);
+    let ns = api.get_opt(node).await.ok()??;
+    ns.spec.lvm_vg_status.into_iter().find(|e| e.name == vg)
+}
+
+async fn ready_entry(
+    s: &Scenario,
+    node: &str,
+    vg: &str,
+    pred: impl Fn(&VGStatus) -> bool,
+) -> VGStatus {
+    let got = eventually(T, || async {
+        entry(s, node, vg)
+            .await
+            .filter(|e| e.status == Some(VGStatusType::Ready) && pred(e))
+    })
+    .await;
+    match got {
+        Some(e) => e,
+        None => panic!(
+            "{node}/{vg} never Ready as expected; last: {:#?}",
+            entry(s, node, vg).await
+        ),
+    }
+}
+
+fn lvmd(s: &Scenario, node: &str) -> Option<String> {
+    std::fs::read_to_string(s.dir.join(node).join("lvmd.yaml")).ok()
+}
+
+fn journal_intents(dir: &Path, action: &str) -> Vec<(u64, Option<String>)> {
+    let j = Journal::open_copy(dir.join("journal").join("vg-manager")).expect("vg-manager journal");
+    let recs: Vec<_> = j.iter().filter_map(Result::ok).collect();
+    recs.iter()
+        .filter_map(|r| match &r.body {
+            Body::Intent(i) if i.action == action => {
+                let replay = recs.iter().find_map(|o| match &o.body {
+                    Body::Outcome(out) if out.intent_seq == r.seq => match &out.result {
+                        OutcomeResult::Ok { detail, .. } => detail.get("replay").cloned(),
+                        _ => None,
+                    },
+                    _ => None,
+                });
+                Some((r.seq, replay))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_nodes_reach_ready_extend_reduce_and_tear_down() {
+    require_prerequisites();
+    let s = Scenario::new("vgm-e2e").await;
+    let pid = std::process::id();
+    let (vga, vgb) = (format!("a{pid}"), format!("b{pid}"));
+    let disks = s.dir.join("disks");
+    let a1 = Disk::new(&disks, "a1", 200);
+    let a2 = Disk::new(&disks, "a2", 200);
+    let fs = Disk::new(&disks, "fs", 64);
+    let b1 = Disk::new(&disks, "b1", 200);
+    let mkfs = std::process::Command::new("mkfs.ext4")
+        .args(["-q", "-F", &fs.loop_dev])
+        .output()
+        .expect("mkfs.ext4");
+    assert!(
+        mkfs.status.success(),
+        "mkfs.ext4: {}",
+        String::from_utf8_lossy(&mkfs.stderr)
+    );
+
+    for n in ["node-a", "node-b"] {
+        create_node(&s.client, n, false).await;
+        register_csi_node(&s.client, n, true).await;
+    }
+    let _op = s.operator(&[], &[]);
+    let _va = vg_manager(&s, "node-a", &[]);
+    let _vb = vg_manager(&s, "node-b", &[]);
+    s.create_cluster(json!({
+        "apiVersion": "lvm.topolvm.io/v1alpha1", "kind": "LVMCluster",
+        "metadata": {"name": "my-lvmcluster"},
+        "spec": {"storage": {"deviceClasses": [
+            {"name": vga, "default": true, "nodeSelector": selector("node-a"),
+             "deviceSelector": {"paths": [a1.link], "optionalPaths": [fs.link]}},
+            {"name": vgb, "nodeSelector": selector("node-b"),
+             "deviceSelector": {"paths": [b1.link]}}
+        ]}}
+    }))
+    .await;
+
+    let ea = ready_entry(&s, "node-a", &vga, |_| true).await;
+    assert_eq!(ea.devices, vec![a1.loop_dev.clone()]);
+    let fs_excluded = ea
+        .excluded
+        .iter()
+        .find(|x| x.name == fs.loop_dev)
+        .expect("the ext4 disk is listed as excluded");
+    assert!(
+        fs_excluded.reasons.iter().any(|r| r.contains("ext4")),
+        "reason should name the filesystem: {:?}",
+        fs_excluded.reasons
+    );
+    assert!(
+        ea.excluded
+            .iter()
+            .all(|x| x.name != b1.loop_dev || !x.reasons.is_empty())
+    );
+    let eb = ready_entry(&s, "node-b", &vgb, |_| true).await;
+    assert_eq!(eb.devices, vec![b1.loop_dev.clone()]);
+    assert_eq!(pvs_of(&vga), vec![a1.loop_dev.clone()]);
+    assert_eq!(pvs_of(&vgb), vec![b1.loop_dev.clone()]);
+    assert!(lvmd(&s, "node-a").is_some_and(|t| t.contains(&format!("volume-group: {vga}"))));
+    assert!(
+        lvmd(&s, "node-b")
+            .is_some_and(|t| t.contains(&format!("volume-group: {vgb}")) && !t.contains(&vga))
+    );
+    s.wait_state("my-lvmcluster", LVMStateType::Ready, T).await;
+
+    // Day 2: a new path → vgextend; removed again → vgreduce + pvremove.
+    let edit = |paths: Vec<String>| {
+        json!({"spec": {"storage": {"deviceClasses": [
+            {"name": vga, "default": true, "nodeSelector": selector("node-a"),
+             "deviceSelector": {"paths": paths, "optionalPaths": [fs.link]}},
+            {"name": vgb, "nodeSelector": selector("node-b"), "deviceSelector": {"paths": [b1.link]}}
+        ]}}})
+    };
+    s.clusters()
+        .patch(
+            "my-lvmcluster",
+            &PatchParams::default(),
+            &Patch::Merge(&edit(vec![a1.link.clone(), a2.link.clone()])),
+        )
+        .await
+        .expect("add a path");
+    let grown = ready_entry(&s, "node-a", &vga, |e| e.devices.len() == 2).await;
+    assert!(grown.devices.contains(&a2.loop_dev));
+    assert_eq!(pvs_of(&vga).len(), 2);
+    s.clusters()
+        .patch(
+            "my-lvmcluster",
+            &PatchParams::default(),
+            &Patch::Merge(&edit(vec![a1.link.clone()])),
+        )
+        .await
+        .expect("remove a path");
+    ready_entry(&s, "node-a", &vga, |e| {
+        e.devices == vec![a1.loop_dev.clone()]
+    })
+    .await;
+    assert_eq!(pvs_of(&vga), vec![a1.loop_dev.clone()]);
+    let removed = s
+        .events()
+        .await
+        .into_iter()
+        .any(|e| e.reason.as_deref() == Some("DeviceRemoved"));
+    assert!(removed, "no DeviceRemoved event");
+
+    // Delete: vg-managers remove their VGs and finalizers; the cluster goes away.
+    s.clusters()
+        .delete("my-lvmcluster", &DeleteParams::default())
+        .await
+        .expect("delete");
+    for n in ["node-a", "node-b"] {
+        register_csi_node(&s.client, n, false).await;
+    }
+    eventually(T, || async {
+        s.cluster("my-lvmcluster").await.is_none().then_some(())
+    })
+    .await
+    .expect("LVMCluster deleted after the vg-managers cleaned up");
+    let left = vg_names();
+    assert!(
+        !left.contains(&vga) && !left.contains(&vgb),
+        "VGs left behind: {left:?}"
+    );
+    assert!(
+        lvmd(&s, "node-a").is_none(),
+        "lvmd.yaml kept after its last class was removed"
+    );
+    assert_no_duplicate_events(&s.events().await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_between_vgcreate_and_its_outcome_never_runs_vgcreate_twice() {
+    require_prerequisites();
+    let s = Scenario::new("vgm-crash").await;
+    let vg = format!("c{}", std::process::id());
+    let d1 = Disk::new(&s.dir.join("disks"), "c1", 200);
+    create_node(&s.client, "node-a", false).await;
+    register_csi_node(&s.client, "node-a", true).await;
+    let _op = s.operator(&[], &[]);
+    let point = format!("applied:vg/{vg}#vgcreate");
+    let mut crashing = vg_manager(&s, "node-a", &[("LVMS_CRASH_AT", &point)]);
+    s.create_cluster(json!({
+        "apiVersion": "lvm.topolvm.io/v1alpha1", "kind": "LVMCluster",
+        "metadata": {"name": "my-lvmcluster"},
+        "spec": {"storage": {"deviceClasses": [
+            {"name": vg, "default": true, "deviceSelector": {"paths": [d1.link]}}]}}
+    }))
+    .await;
+    let status = crashing
+        .wait_exit(T)
+        .unwrap_or_else(|| panic!("vg-manager did not crash:\n{}", crashing.log_text()));
+    assert!(OperatorProcess::killed_by_sigkill(&status), "{status:?}");
+    assert_eq!(
+        pvs_of(&vg),
+        vec![d1.loop_dev.clone()],
+        "vgcreate ran before the crash"
+    );
+    drop(crashing);
+
+    let _vm = vg_manager(&s, "node-a", &[]);
+    ready_entry(&s, "node-a", &vg, |e| {
+        e.devices == vec![d1.loop_dev.clone()]
+    })
+    .await;
+    s.wait_state("my-lvmcluster", LVMStateType::Ready, T).await;
+    let creates = journal_intents(&s.dir.join("node-a"), "vgcreate");
+    assert_eq!(
+        creates.len(),
+        1,
+        "vgcreate journaled more than once: {creates:?}"
+    );
+    assert_eq!(
+        creates[0].1.as_deref(),
+        Some("already-done"),
+        "the open vgcreate was not resolved from the host"
+    );
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    assert_no_duplicate_events(&s.events().await);
+}
