@@ -92,6 +92,11 @@ impl Drop for Disk {
         run("losetup", &["-d", &self.loop_dev]);
         let _ = std::fs::remove_file(&self.link);
         let _ = std::fs::remove_file(&self.image);
+        // The per-process link directory goes with its last disk (remove_dir fails while
+        // other links remain).
+        if let Some(dir) = Path::new(&self.link).parent() {
+            let _ = std::fs::remove_dir(dir);
+        }
     }
 }
 
