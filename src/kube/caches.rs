@@ -123,6 +123,18 @@ pub(crate) fn strip_meta<K: Resource>(obj: &mut K) {
     obj.meta_mut().managed_fields = None;
 }
 
+/// CSINodes: only the driver names matter.
+fn strip_csi_node(n: &mut CSINode) {
+    strip_meta(n);
+    n.metadata.annotations = None;
+    n.metadata.labels = None;
+    n.metadata.owner_references = None;
+    for d in &mut n.spec.drivers {
+        d.topology_keys = None;
+        d.allocatable = None;
+    }
+}
+
 /// Nodes: only name, labels and taints matter; their status (images, conditions) is big.
 fn strip_node(node: &mut Node) {
     strip_meta(node);
@@ -205,7 +217,7 @@ impl WatchHub {
                 all.clone(),
                 Source::CsiNode,
                 r(),
-                strip_meta,
+                strip_csi_node,
                 &mut tasks,
             ),
             snapshot_classes: caps.snapshots.then(|| {
