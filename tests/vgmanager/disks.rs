@@ -47,11 +47,26 @@ pub fn require_prerequisites() {
 
 impl Disk {
     pub fn new(dir: &Path, name: &str, size_mb: u64) -> Disk {
+        Self::create(dir, name, size_mb, false)
+    }
+
+    /// A read-only loop device (`losetup -r`).
+    pub fn read_only(dir: &Path, name: &str, size_mb: u64) -> Disk {
+        Self::create(dir, name, size_mb, true)
+    }
+
+    fn create(dir: &Path, name: &str, size_mb: u64, read_only: bool) -> Disk {
         std::fs::create_dir_all(dir).expect("disk dir");
         let image = dir.join(format!("{name}.img"));
         let f = std::fs::File::create(&image).expect("image file");
         f.set_len(size_mb << 20).expect("sizing the image");
-        let (ok, out) = run("losetup", &["-f", "--show", &image.to_string_lossy()]);
+        let image_s = image.to_string_lossy().into_owned();
+        let mut args = vec!["-f", "--show"];
+        if read_only {
+            args.push("-r");
+        }
+        args.push(&image_s);
+        let (ok, out) = run("losetup", &args);
         assert!(ok, "losetup -f failed: {out}");
         let loop_dev = out.trim().to_string();
         let link_dir = PathBuf::from(format!("/dev/lvms-e2e-{}", std::process::id()));

@@ -95,6 +95,7 @@ async fn two_nodes_reach_ready_extend_reduce_and_tear_down() {
     let a1 = Disk::new(&disks, "a1", 200);
     let a2 = Disk::new(&disks, "a2", 200);
     let fs = Disk::new(&disks, "fs", 64);
+    let ro = Disk::read_only(&disks, "ro", 64);
     let b1 = Disk::new(&disks, "b1", 200);
     let mkfs = std::process::Command::new("mkfs.ext4")
         .args(["-q", "-F", &fs.loop_dev])
@@ -118,7 +119,7 @@ async fn two_nodes_reach_ready_extend_reduce_and_tear_down() {
         "metadata": {"name": "my-lvmcluster"},
         "spec": {"storage": {"deviceClasses": [
             {"name": vga, "default": true, "nodeSelector": selector("node-a"),
-             "deviceSelector": {"paths": [a1.link], "optionalPaths": [fs.link]}},
+             "deviceSelector": {"paths": [a1.link], "optionalPaths": [fs.link, ro.link]}},
             {"name": vgb, "nodeSelector": selector("node-b"),
              "deviceSelector": {"paths": [b1.link]}}
         ]}}
@@ -157,7 +158,7 @@ async fn two_nodes_reach_ready_extend_reduce_and_tear_down() {
     let edit = |paths: Vec<String>| {
         json!({"spec": {"storage": {"deviceClasses": [
             {"name": vga, "default": true, "nodeSelector": selector("node-a"),
-             "deviceSelector": {"paths": paths, "optionalPaths": [fs.link]}},
+             "deviceSelector": {"paths": paths, "optionalPaths": [fs.link, ro.link]}},
             {"name": vgb, "nodeSelector": selector("node-b"), "deviceSelector": {"paths": [b1.link]}}
         ]}}})
     };
