@@ -27,7 +27,7 @@ use crate::node::report::{
 };
 use crate::node::resolve::{ResolvedPaths, paths_to_resolve};
 use crate::node::vg_status::{Phase, vg_status};
-use crate::node::{commands, lvmd_config, thin, validate};
+use crate::node::{commands, lvmd_config, thin, validate, wipe};
 use crate::operator::context::object_ref;
 
 /// What every volume-group actor on this node shares.
@@ -369,6 +369,84 @@ impl VolumeGroupUnit {
         ));
     }
 
+    /// forceWipeDevicesAndDestroyAllData, once per node (LVMS): dmsetup remove of mappings
+    /// under the selected devices, wipefs of each, then the per-node annotation that stops it
+    /// from ever happening again. Returns whether it wiped (the next pass creates the VG).
+    async fn wipe(
+        &self,
+        steps: &Steps,
+        vg: &LVMVolumeGroup,
+        obs: &Observed,
+    ) -> Result<bool, UnitError> {
+        let annotations = vg.metadata.annotations.clone().unwrap_or_default();
+        if !wipe::should_wipe(&vg.spec, &annotations, &self.ctx.node) {
+            return Ok(false);
+        }
+        let plan = wipe::wipe_plan(&vg.spec, &obs.resolved, &obs.devices)
+            .map_err(|e| UnitError::retryable("DeviceWipeFailed", e.to_string()))?;
+        for (dev, why) in &plan.refused {
+            tracing::warn!(device = %dev, reason = %why, "not wiped");
+        }
+        for step in &plan.steps {
+            match step {
+                wipe::WipeStep::DmsetupRemove(dev) => {
+                    let argv = commands::dmsetup_remove(dev).map_err(cmd_err)?;
+                    let spec = StepSpec {
+                        object: self.host_object(&self.vg),
+                        action: "dmsetup-remove".into(),
+                        desired_digest: argv.join(" "),
+                    };
+                    steps
+                        .run(spec, || async {
+                            match self.ctx.host.run(&argv, &[]).await {
+                                Ok(_) => Ok(BTreeMap::from([("argv".into(), argv.join(" "))])),
+                                // Nothing mapped there is what we want.
+                                Err(e) if commands::dmsetup_reference_not_found(&e.to_string()) => {
+                                    Ok(BTreeMap::from([("not-found".into(), "true".into())]))
+                                }
+                                Err(e) => {
+                                    Err(UnitError::retryable("DeviceWipeFailed", e.to_string()))
+                                }
+                            }
+                        })
+                        .await?;
+                }
+                wipe::WipeStep::Wipefs(dev) => {
+                    let argv = commands::wipefs(dev).map_err(cmd_err)?;
+                    self.host_step(steps, "wipefs", argv, None).await?;
+                }
+            }
+        }
+        if !plan.wipes_anything() {
+            return Ok(false);
+        }
+        let key = wipe::wiped_annotation_key(&self.ctx.node);
+        let value = wipe::wiped_annotation_value(&k8s_openapi::jiff::Timestamp::now().to_string());
+        let spec = StepSpec {
+            object: object_ref(vg),
+            action: "annotate-wiped".into(),
+            desired_digest: key.clone(),
+        };
+        let api: kube::Api<LVMVolumeGroup> =
+            kube::Api::namespaced(self.ctx.client.clone(), &self.ctx.namespace);
+        let patch = serde_json::json!({"metadata": {"annotations": {key: value}}});
+        steps
+            .run(spec, || async {
+                api.patch(
+                    &self.vg,
+                    &kube::api::PatchParams::default(),
+                    &kube::api::Patch::Merge(&patch),
+                )
+                .await
+                .map(|_| BTreeMap::new())
+                .map_err(|e| {
+                    apply::unit_error(&format!("annotating LVMVolumeGroup {}", self.vg), e)
+                })
+            })
+            .await?;
+        Ok(true)
+    }
+
     async fn reconcile_present(
         &self,
         steps: &Steps,
@@ -376,6 +454,12 @@ impl VolumeGroupUnit {
     ) -> Result<Pass, UnitError> {
         self.ensure_finalizer(steps, vg).await?;
         let obs = self.observe(vg).await?;
+        if self.wipe(steps, vg, &obs).await? {
+            return Ok(Pass {
+                summary: format!("devices of {} wiped", self.vg),
+                requeue_after: Some(Duration::from_millis(200)),
+            });
+        }
         let ctx = FilterContext {
             vg_name: &self.vg,
             selector: vg.spec.device_selector.as_ref(),

@@ -267,3 +267,48 @@ async fn sigkill_between_vgcreate_and_its_outcome_never_runs_vgcreate_twice() {
     tokio::time::sleep(Duration::from_millis(800)).await;
     assert_no_duplicate_events(&s.events().await);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn force_wipe_wipes_once_then_builds_the_volume_group() {
+    require_prerequisites();
+    let s = Scenario::new("vgm-wipe").await;
+    let vg = format!("w{}", std::process::id());
+    let d1 = Disk::new(&s.dir.join("disks"), "w1", 128);
+    let mkfs = std::process::Command::new("mkfs.ext4")
+        .args(["-q", "-F", &d1.loop_dev])
+        .output()
+        .expect("mkfs.ext4");
+    assert!(mkfs.status.success());
+    create_node(&s.client, "node-a", false).await;
+    register_csi_node(&s.client, "node-a", true).await;
+    let _op = s.operator(&[], &[]);
+    let _vm = vg_manager(&s, "node-a", &[]);
+    s.create_cluster(json!({
+        "apiVersion": "lvm.topolvm.io/v1alpha1", "kind": "LVMCluster",
+        "metadata": {"name": "my-lvmcluster"},
+        "spec": {"storage": {"deviceClasses": [
+            {"name": vg, "default": true,
+             "deviceSelector": {"paths": [d1.link], "forceWipeDevicesAndDestroyAllData": true}}]}}
+    }))
+    .await;
+    ready_entry(&s, "node-a", &vg, |e| {
+        e.devices == vec![d1.loop_dev.clone()]
+    })
+    .await;
+    assert_eq!(
+        pvs_of(&vg),
+        vec![d1.loop_dev.clone()],
+        "the ext4 disk was not wiped into the VG"
+    );
+    let vgs: Api<lvms::api::LVMVolumeGroup> = Api::namespaced(s.client.clone(), &s.ns.name);
+    let obj = vgs.get(&vg).await.expect("LVMVolumeGroup");
+    assert!(
+        obj.metadata
+            .annotations
+            .unwrap_or_default()
+            .contains_key("wiped.devices.lvms.openshift.io/node-a"),
+        "no per-node wiped annotation"
+    );
+    let wipes = journal_intents(&s.dir.join("node-a"), "wipefs");
+    assert_eq!(wipes.len(), 1, "wiped more than once: {wipes:?}");
+}
