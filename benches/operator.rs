@@ -24,7 +24,8 @@
 //! `LVMS_BENCH_STEADY_SECS=10`, `LVMS_BENCH_OPERATOR_LOG=info` (the operator's RUST_LOG),
 //! `LVMS_BENCH_BARE_NODES=1` (Nodes with a name and one label only), `LVMS_BIN` (the `lvms`
 //! binary), `LVMS_TEST_BINS` (etcd, kube-apiserver). Logs and journals stay in
-//! `$TMPDIR/lvms-bench-operator/<pid>/`; the tables go to stdout and `<target>/bench-operator.md`.
+//! `$TMPDIR/lvms-bench-operator/<pid>/`; the tables go to stdout and to
+//! `<target>/bench-operator.md`.
 //!
 //! `cargo test --all-targets` also builds and runs this target; without `--bench` it returns
 //! at once.

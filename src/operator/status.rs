@@ -120,6 +120,12 @@ fn resources_available(
 /// node has a node status holding a Ready VGStatus for the class. Err says what is missing
 /// (LVMS logs it; the condition message stays fixed).
 pub fn device_classes_ready(cluster: &LVMCluster, world: &World) -> Result<(), String> {
+    // Indexed once: the fold runs on every report, over classes x nodes.
+    let by_node: std::collections::HashMap<&str, &crate::api::LVMVolumeGroupNodeStatus> = world
+        .node_statuses
+        .iter()
+        .filter_map(|s| Some((s.metadata.name.as_deref()?, s.as_ref())))
+        .collect();
     for class in &cluster.spec.storage.device_classes {
         let mut any_valid = false;
         for node in &world.nodes {
@@ -128,10 +134,8 @@ pub fn device_classes_ready(cluster: &LVMCluster, world: &World) -> Result<(), S
             }
             any_valid = true;
             let node_name = node.metadata.name.as_deref().unwrap_or_default();
-            let status = world
-                .node_statuses
-                .iter()
-                .find(|s| s.metadata.name.as_deref() == Some(node_name))
+            let status = by_node
+                .get(node_name)
                 .ok_or_else(|| format!("no node status found for node {node_name}"))?;
             let vg = status
                 .spec
