@@ -6,4 +6,5 @@ pub mod dev;
 pub mod kube;
 pub mod node;
 pub mod operator;
+pub mod runtime;
 pub mod vgmanager;

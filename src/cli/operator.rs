@@ -63,19 +63,6 @@ fn parse_ms(s: &str) -> Result<Duration, String> {
         .map_err(|e| format!("{s:?}: expected milliseconds like 50ms ({e})"))
 }
 
-pub fn init_logging(format: &str) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    let _ = if format == "json" {
-        builder.json().try_init()
-    } else {
-        builder.try_init()
-    };
-}
-
 /// The pod's own image: container `manager` of pod `NAME` (LVMS does the same lookup).
 async fn own_image(client: &kube::Client, ns: &str, pod: &str) -> anyhow::Result<String> {
     let p = kube::Api::<k8s_openapi::api::core::v1::Pod>::namespaced(client.clone(), ns)
@@ -97,15 +84,8 @@ async fn own_image(client: &kube::Client, ns: &str, pod: &str) -> anyhow::Result
 }
 
 pub fn run_cmd(args: OperatorArgs) -> anyhow::Result<ExitCode> {
-    init_logging(&args.log_format);
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
-    rt.block_on(async move {
-        let client = kube::Client::try_default()
-            .await
-            .context("connecting to the API server (KUBECONFIG or in-cluster)")?;
+    let log_format = args.log_format.clone();
+    super::signals::run_daemon(&log_format, |client| async move {
         let image = match (&args.vg_manager_image, &args.pod_name) {
             (Some(i), _) => i.clone(),
             (None, Some(pod)) => own_image(&client, &args.namespace, pod).await?,
@@ -132,7 +112,6 @@ pub fn run_cmd(args: OperatorArgs) -> anyhow::Result<ExitCode> {
                 ..RestartPolicy::default()
             },
         };
-        run(client, cfg, super::signals::terminated()).await?;
-        Ok(ExitCode::SUCCESS)
+        run(client, cfg, super::signals::terminated()).await
     })
 }

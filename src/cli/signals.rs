@@ -1,6 +1,44 @@
-//! SIGTERM (kubelet) or SIGINT (a person) ends a long-running command gracefully.
+//! What the long-running commands (operator, vg-manager) share: logging, a small runtime, a
+//! client, and SIGTERM (kubelet) or SIGINT (a person) as the graceful end.
 
+use std::future::Future;
+use std::process::ExitCode;
+
+use anyhow::Context as _;
 use tokio::signal::unix::{SignalKind, signal};
+
+pub fn init_logging(format: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    let _ = if format == "json" {
+        builder.json().try_init()
+    } else {
+        builder.try_init()
+    };
+}
+
+/// Logging, a two-worker runtime and a client (KUBECONFIG or in-cluster), then `body`.
+pub fn run_daemon<F, Fut>(log_format: &str, body: F) -> anyhow::Result<ExitCode>
+where
+    F: FnOnce(kube::Client) -> Fut,
+    Fut: Future<Output = anyhow::Result<()>>,
+{
+    init_logging(log_format);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    rt.block_on(async move {
+        let client = kube::Client::try_default()
+            .await
+            .context("connecting to the API server (KUBECONFIG or in-cluster)")?;
+        body(client).await?;
+        Ok(ExitCode::SUCCESS)
+    })
+}
 
 pub async fn terminated() {
     let term = signal(SignalKind::terminate());

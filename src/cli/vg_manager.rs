@@ -5,7 +5,6 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use anyhow::Context;
 use clap::Args;
 use lvms_actors::RestartPolicy;
 
@@ -56,15 +55,8 @@ pub struct VgManagerArgs {
 }
 
 pub fn run_cmd(args: VgManagerArgs) -> anyhow::Result<ExitCode> {
-    super::operator::init_logging(&args.log_format);
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
-    rt.block_on(async move {
-        let client = kube::Client::try_default()
-            .await
-            .context("connecting to the API server (KUBECONFIG or in-cluster)")?;
+    let log_format = args.log_format.clone();
+    super::signals::run_daemon(&log_format, |client| async move {
         let cfg = Config {
             node: args.node_name,
             namespace: args.namespace,
@@ -83,7 +75,6 @@ pub fn run_cmd(args: VgManagerArgs) -> anyhow::Result<ExitCode> {
             debounce: Duration::from_millis(args.debounce_ms),
             restart_policy: RestartPolicy::default(),
         };
-        run(client, cfg, super::signals::terminated()).await?;
-        Ok(ExitCode::SUCCESS)
+        run(client, cfg, super::signals::terminated()).await
     })
 }

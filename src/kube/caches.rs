@@ -79,15 +79,7 @@ where
         .default_backoff()
         .modify(strip)
         .reflect(writer);
-    tasks.push(tokio::spawn(async move {
-        futures::pin_mut!(stream);
-        while let Some(ev) = stream.next().await {
-            match ev {
-                Ok(_) => router(source),
-                Err(e) => debug!(?source, error = %e, "watch error (retrying with backoff)"),
-            }
-        }
-    }));
+    tasks.push(tokio::spawn(route(stream, source, router)));
     store
 }
 
@@ -106,16 +98,23 @@ fn spawn_dynamic(
         .default_backoff()
         .modify(strip_meta)
         .reflect(writer);
-    tasks.push(tokio::spawn(async move {
-        futures::pin_mut!(stream);
-        while let Some(ev) = stream.next().await {
-            match ev {
-                Ok(_) => router(source),
-                Err(e) => debug!(?source, error = %e, "watch error (retrying with backoff)"),
-            }
-        }
-    }));
+    tasks.push(tokio::spawn(route(stream, source, router)));
     store
+}
+
+/// Drive a reflector stream: every event (or error, retried with backoff) wakes the router.
+async fn route<T, E: std::fmt::Display>(
+    stream: impl futures::Stream<Item = Result<T, E>>,
+    source: Source,
+    router: Router,
+) {
+    futures::pin_mut!(stream);
+    while let Some(ev) = stream.next().await {
+        match ev {
+            Ok(_) => router(source),
+            Err(e) => debug!(?source, error = %e, "watch error (retrying with backoff)"),
+        }
+    }
 }
 
 /// managedFields are never read; dropping them roughly halves the cache.

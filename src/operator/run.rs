@@ -4,23 +4,18 @@ use std::collections::BTreeMap;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use anyhow::Context as _;
-use futures::FutureExt;
 use kube::Client;
-use lvms_actors::{
-    ChildSpec, EventPublisher, PublisherArgs, PublisherMsg, Readiness, RestartPolicy, Supervisor,
-    SupervisorArgs, Trigger, Unit, UnitActor, UnitArgs,
-};
+use lvms_actors::{PublisherArgs, RestartPolicy, Supervisor, SupervisorArgs, Trigger};
 use lvms_journal::{Journal, JournalConfig};
-use ractor::{Actor, ActorRef};
+use ractor::Actor;
 use tracing::{error, info, warn};
 
 use super::context::Ctx;
-use super::diagnostics::{self, ReadyCheck};
 use super::units::csi_nodes::CsiNodesUnit;
 use super::units::lifecycle::{self, LifecycleUnit};
 use super::units::objects::ObjectsUnit;
@@ -30,6 +25,7 @@ use super::world::OperatorSettings;
 use crate::kube::caches::{Router, WatchHub};
 use crate::kube::discovery;
 use crate::kube::events::KubeEvents;
+use crate::runtime::{Diagnostics, PublisherSlot, UnitWiring};
 
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -54,67 +50,14 @@ fn journal_config() -> JournalConfig {
     cfg
 }
 
-/// What every unit actor shares.
-#[derive(Clone)]
-struct Common {
-    journal: Arc<Journal>,
-    epoch: Arc<AtomicU64>,
-    on_pass: lvms_actors::PassHook,
-    debounce: Duration,
-}
-
-fn unit_args<U>((c, trigger): (Common, Trigger), unit: U) -> UnitArgs<U> {
-    UnitArgs {
-        unit: Arc::new(unit),
-        journal: c.journal,
-        epoch: c.epoch,
-        trigger,
-        publisher: None,
-        on_pass: Some(c.on_pass),
-        trace: None,
-        debounce: c.debounce,
-    }
-}
-
-fn spawn_unit<U: Unit>(name: &str, args: UnitArgs<U>) -> ChildSpec {
-    ChildSpec {
-        name: name.to_string(),
-        spawn: Arc::new(move |sup| {
-            let args = args.clone();
-            async move {
-                let (actor, _) =
-                    Actor::spawn_linked(None, UnitActor::<U>::default(), args, sup).await?;
-                Ok(actor.get_cell())
-            }
-            .boxed()
-        }),
-    }
-}
-
 /// Run until `shutdown` resolves (SIGTERM), the lease is lost (error), or setup fails.
 pub async fn run(
     client: Client,
     cfg: Config,
     shutdown: impl Future<Output = ()>,
 ) -> anyhow::Result<()> {
-    let supervision = Readiness::default();
-    let synced = Arc::new(AtomicBool::new(false));
-    let ready: ReadyCheck = {
-        let supervision = supervision.clone();
-        let synced = synced.clone();
-        Arc::new(move || {
-            supervision.check()?;
-            if synced.load(Ordering::Acquire) {
-                Ok(())
-            } else {
-                Err("caches not synced yet".into())
-            }
-        })
-    };
-    let listener = diagnostics::bind(cfg.diagnostics_addr)
-        .await
-        .with_context(|| format!("--diagnostics-addr {}", cfg.diagnostics_addr))?;
-    let diag = tokio::spawn(diagnostics::serve(listener, ready));
+    let diag = Diagnostics::start(cfg.diagnostics_addr).await?;
+    let supervision = diag.supervision.clone();
 
     let capabilities = discovery::capabilities(&client)
         .await
@@ -176,83 +119,56 @@ pub async fn run(
         caches,
     });
 
-    // The publisher may be restarted; units reach the current one through this slot.
-    let publisher_slot: Arc<Mutex<Option<ActorRef<PublisherMsg>>>> = Arc::default();
+    let publisher = PublisherSlot::default();
     let status_trigger = triggers[status_projector::UNIT].clone();
     let on_pass: lvms_actors::PassHook = {
-        let slot = publisher_slot.clone();
+        let publisher = publisher.clone();
         Arc::new(move |unit: &str| {
             if unit != status_projector::UNIT {
                 status_trigger.bump(unit);
             }
-            if let Some(p) = slot.lock().ok().and_then(|s| s.clone()) {
-                let _ = p.send_message(PublisherMsg::Outcome(0));
-            }
+            publisher.poke();
         })
     };
-    let common = Common {
+    let wiring = UnitWiring {
         journal: journal.clone(),
         epoch: epoch.clone(),
-        on_pass: on_pass.clone(),
+        on_pass,
         debounce: cfg.debounce,
     };
-    let args = |name: &str| (common.clone(), triggers[name].clone());
 
-    let mut children = Vec::new();
-    let sink = Arc::new(KubeEvents {
-        client: client.clone(),
-        controller: "lvms-operator".into(),
-        instance: cfg.identity.clone(),
-    });
-    let publisher_args = PublisherArgs {
-        sink,
+    let mut children = vec![publisher.child(PublisherArgs {
+        sink: Arc::new(KubeEvents {
+            client: client.clone(),
+            controller: "lvms-operator".into(),
+            instance: cfg.identity.clone(),
+        }),
         journal: journal.clone(),
         event_for: Arc::new(events::event_for),
-    };
-    {
-        let slot = publisher_slot.clone();
-        children.push(ChildSpec {
-            name: "event-publisher".into(),
-            spawn: Arc::new(move |sup| {
-                let args = publisher_args.clone();
-                let slot = slot.clone();
-                async move {
-                    let (actor, _) =
-                        Actor::spawn_linked(None, EventPublisher::default(), args, sup).await?;
-                    if let Ok(mut s) = slot.lock() {
-                        *s = Some(actor.clone());
-                    }
-                    Ok(actor.get_cell())
-                }
-                .boxed()
-            }),
-        });
-    }
-    children.push(spawn_unit(
+    })];
+    children.push(wiring.child(
         lifecycle::UNIT,
-        unit_args(args(lifecycle::UNIT), LifecycleUnit { ctx: ctx.clone() }),
+        triggers[lifecycle::UNIT].clone(),
+        LifecycleUnit { ctx: ctx.clone() },
     ));
     for (name, kind) in object_units(capabilities.scc, capabilities.snapshots) {
-        children.push(spawn_unit(
+        let unit = ObjectsUnit {
             name,
-            unit_args(
-                args(name),
-                ObjectsUnit {
-                    name,
-                    kind,
-                    ctx: ctx.clone(),
-                },
-            ),
-        ));
+            kind,
+            ctx: ctx.clone(),
+        };
+        children.push(wiring.child(name, triggers[name].clone(), unit));
     }
     let csi_nodes = super::units::csi_nodes::UNIT;
-    children.push(spawn_unit(
+    children.push(wiring.child(
         csi_nodes,
-        unit_args(args(csi_nodes), CsiNodesUnit { ctx: ctx.clone() }),
+        triggers[csi_nodes].clone(),
+        CsiNodesUnit { ctx: ctx.clone() },
     ));
-    children.push(spawn_unit(
+    children.push(wiring.child(
         status_projector::UNIT,
-        unit_args(args(status_projector::UNIT), StatusUnit::new(ctx.clone())),
+        triggers[status_projector::UNIT].clone(),
+        StatusUnit::new(ctx.clone()),
     ));
 
     let (supervisor, sup_handle) = Actor::spawn(
@@ -266,7 +182,7 @@ pub async fn run(
     )
     .await
     .context("starting the supervision tree")?;
-    synced.store(true, Ordering::Release);
+    diag.mark_synced();
     info!(namespace = %cfg.namespace, epoch = epoch.load(Ordering::Acquire), "operator running");
 
     let lost = async {
@@ -313,6 +229,6 @@ pub async fn run(
     if let Err(e) = journal.flush() {
         warn!(error = %e, "journal flush at shutdown failed");
     }
-    diag.abort();
+    drop(diag);
     result
 }

@@ -58,7 +58,15 @@ mod tests {
         // flock locks belong to the open file description: a second open conflicts.
         assert!(matches!(acquire(&path), Err(LockError::Held { .. })));
         drop(first);
-        assert!(acquire(&path).is_ok());
+        // A child another test forks at that moment shares the descriptor until it execs
+        // (close-on-exec), so the release can take a few milliseconds to be seen.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+        let mut again = acquire(&path);
+        while again.is_err() && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+            again = acquire(&path);
+        }
+        assert!(again.is_ok());
         let _ = std::fs::remove_file(&path);
     }
 }

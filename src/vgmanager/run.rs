@@ -5,18 +5,16 @@ use std::collections::BTreeMap;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use anyhow::Context as _;
-use futures::FutureExt;
 use k8s_openapi::api::core::v1::Node;
 use kube::runtime::watcher;
 use kube::{Api, Client};
 use lvms_actors::{
-    ChildSpec, EventPublisher, PublisherArgs, PublisherMsg, Readiness, RestartPolicy, Supervisor,
-    SupervisorArgs, SupervisorMsg, Trigger, Unit, UnitActor, UnitArgs,
+    PublisherArgs, RestartPolicy, Supervisor, SupervisorArgs, SupervisorMsg, Trigger,
 };
 use lvms_journal::Journal;
 use ractor::{Actor, ActorRef};
@@ -30,7 +28,7 @@ use super::volume_group::{NodeCtx, VolumeGroupUnit};
 use crate::api::LVMVolumeGroup;
 use crate::kube::caches::{spawn_typed, strip_meta};
 use crate::kube::events::KubeEvents;
-use crate::operator::diagnostics::{self, ReadyCheck};
+use crate::runtime::{Diagnostics, PublisherSlot, UnitWiring};
 
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -45,64 +43,14 @@ pub struct Config {
     pub restart_policy: RestartPolicy,
 }
 
-struct Common {
-    journal: Arc<Journal>,
-    epoch: Arc<AtomicU64>,
-    on_pass: lvms_actors::PassHook,
-    debounce: Duration,
-}
-
-fn args<U>(c: &Common, trigger: Trigger, unit: U) -> UnitArgs<U> {
-    UnitArgs {
-        unit: Arc::new(unit),
-        journal: c.journal.clone(),
-        epoch: c.epoch.clone(),
-        trigger,
-        publisher: None,
-        on_pass: Some(c.on_pass.clone()),
-        trace: None,
-        debounce: c.debounce,
-    }
-}
-
-fn child<U: Unit>(name: String, a: UnitArgs<U>) -> ChildSpec {
-    ChildSpec {
-        name,
-        spawn: Arc::new(move |sup| {
-            let a = a.clone();
-            async move {
-                let (actor, _) =
-                    Actor::spawn_linked(None, UnitActor::<U>::default(), a, sup).await?;
-                Ok(actor.get_cell())
-            }
-            .boxed()
-        }),
-    }
-}
-
 pub async fn run(
     client: Client,
     cfg: Config,
     shutdown: impl Future<Output = ()>,
 ) -> anyhow::Result<()> {
     let _lock = super::lock::acquire(&cfg.lock_file)?;
-    let supervision = Readiness::default();
-    let synced = Arc::new(AtomicBool::new(false));
-    let ready: ReadyCheck = {
-        let (supervision, synced) = (supervision.clone(), synced.clone());
-        Arc::new(move || {
-            supervision.check()?;
-            if synced.load(Ordering::Acquire) {
-                Ok(())
-            } else {
-                Err("caches not synced yet".into())
-            }
-        })
-    };
-    let listener = diagnostics::bind(cfg.diagnostics_addr)
-        .await
-        .with_context(|| format!("--diagnostics-addr {}", cfg.diagnostics_addr))?;
-    let diag = tokio::spawn(diagnostics::serve(listener, ready));
+    let diag = Diagnostics::start(cfg.diagnostics_addr).await?;
+    let supervision = diag.supervision.clone();
 
     std::fs::create_dir_all(&cfg.journal_dir)
         .with_context(|| format!("--journal-dir {}", cfg.journal_dir.display()))?;
@@ -159,36 +107,31 @@ pub async fn run(
         volume_groups: volume_groups.clone(),
         lvmd_lock: tokio::sync::Mutex::new(()),
     });
-    let publisher_slot: Arc<Mutex<Option<ActorRef<PublisherMsg>>>> = Arc::default();
-    let on_pass: lvms_actors::PassHook = {
-        let slot = publisher_slot.clone();
-        Arc::new(move |_unit: &str| {
-            if let Some(p) = slot.lock().ok().and_then(|s| s.clone()) {
-                let _ = p.send_message(PublisherMsg::Outcome(0));
-            }
-        })
-    };
-    let common = Arc::new(Common {
+    let publisher = PublisherSlot::default();
+    let wiring = UnitWiring {
         journal: journal.clone(),
         epoch: Arc::new(AtomicU64::new(0)),
-        on_pass,
+        on_pass: {
+            let publisher = publisher.clone();
+            Arc::new(move |_unit: &str| publisher.poke())
+        },
         debounce: cfg.debounce,
-    });
+    };
     let supervisor_slot: Arc<OnceLock<ActorRef<SupervisorMsg>>> = Arc::default();
     let spec_for: SpecFor = {
-        let (common, ctx) = (common.clone(), ctx.clone());
+        let (wiring, ctx) = (wiring.clone(), ctx.clone());
         Arc::new(move |vg: &str, trigger: Trigger| {
+            let name = format!("vg/{vg}");
             let unit = VolumeGroupUnit {
-                unit: format!("vg/{vg}"),
+                unit: name.clone(),
                 vg: vg.to_string(),
                 ctx: ctx.clone(),
             };
-            child(format!("vg/{vg}"), args(&common, trigger, unit))
+            wiring.child(&name, trigger, unit)
         })
     };
 
-    let mut children = Vec::new();
-    let publisher_args = PublisherArgs {
+    let mut children = vec![publisher.child(PublisherArgs {
         sink: Arc::new(KubeEvents {
             client: client.clone(),
             controller: "lvms-vg-manager".into(),
@@ -196,52 +139,28 @@ pub async fn run(
         }),
         journal: journal.clone(),
         event_for: Arc::new(super::events::event_for),
-    };
-    {
-        let slot = publisher_slot.clone();
-        children.push(ChildSpec {
-            name: "event-publisher".into(),
-            spawn: Arc::new(move |sup| {
-                let (a, slot) = (publisher_args.clone(), slot.clone());
-                async move {
-                    let (actor, _) =
-                        Actor::spawn_linked(None, EventPublisher::default(), a, sup).await?;
-                    if let Ok(mut s) = slot.lock() {
-                        *s = Some(actor.clone());
-                    }
-                    Ok(actor.get_cell())
-                }
-                .boxed()
-            }),
-        });
-    }
-    children.push(child(
-        node_status_unit::UNIT.into(),
-        args(
-            &common,
-            report.changed.clone(),
-            NodeStatusUnit::new(
-                client.clone(),
-                cfg.namespace.clone(),
-                cfg.node.clone(),
-                report.clone(),
-            ),
+    })];
+    children.push(wiring.child(
+        node_status_unit::UNIT,
+        report.changed.clone(),
+        NodeStatusUnit::new(
+            client.clone(),
+            cfg.namespace.clone(),
+            cfg.node.clone(),
+            report.clone(),
         ),
     ));
-    children.push(child(
-        registry::UNIT.into(),
-        args(
-            &common,
-            registry_trigger.clone(),
-            Registry {
-                node_name: cfg.node.clone(),
-                volume_groups,
-                nodes,
-                supervisor: supervisor_slot.clone(),
-                spec_for,
-                triggers: vg_triggers,
-            },
-        ),
+    children.push(wiring.child(
+        registry::UNIT,
+        registry_trigger.clone(),
+        Registry {
+            node_name: cfg.node.clone(),
+            volume_groups,
+            nodes,
+            supervisor: supervisor_slot.clone(),
+            spec_for,
+            triggers: vg_triggers,
+        },
     ));
     let (supervisor, sup_handle) = Actor::spawn(
         None,
@@ -256,7 +175,7 @@ pub async fn run(
     .context("starting the supervision tree")?;
     let _ = supervisor_slot.set(supervisor.clone());
     registry_trigger.bump("supervisor up");
-    synced.store(true, Ordering::Release);
+    diag.mark_synced();
     info!(node = %cfg.node, "vg-manager running");
 
     futures::pin_mut!(shutdown);
@@ -275,6 +194,6 @@ pub async fn run(
         warn!(error = %e, "journal flush at shutdown failed");
     }
     tasks.iter().for_each(|t| t.abort());
-    diag.abort();
+    drop(diag);
     Ok(())
 }

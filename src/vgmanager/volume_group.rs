@@ -20,7 +20,7 @@ use crate::kube::apply;
 use crate::kube::kinds::Kind;
 use crate::node::discovery::{self, DiscoveryInput, Plan, VgAction};
 use crate::node::events::EventReason;
-use crate::node::filter::{FilterContext, filter_devices};
+use crate::node::filter::{FilterContext, FilteredDevices, filter_devices};
 use crate::node::lsblk::{BlockDevice, flatten, parse_lsblk};
 use crate::node::report::{
     ExistingVg, LvReport, PhysicalVolume, find_vg, join_vgs, parse_lvs, parse_pvs, parse_vgs,
@@ -166,6 +166,19 @@ impl VolumeGroupUnit {
         })
     }
 
+    /// LVMS's filters over what `observe` saw.
+    fn filter(&self, vg: &LVMVolumeGroup, obs: &Observed) -> FilteredDevices {
+        let ctx = FilterContext {
+            vg_name: &self.vg,
+            selector: vg.spec.device_selector.as_ref(),
+            resolved: &obs.resolved,
+            pvs: &obs.pvs,
+            loop_back_files: &obs.loop_back_files,
+            holders: &obs.holders,
+        };
+        filter_devices(&obs.devices, &ctx)
+    }
+
     /// One host mutation under a write-ahead intent; the argv goes into the outcome.
     async fn host_step(
         &self,
@@ -199,21 +212,35 @@ impl VolumeGroupUnit {
         Ok(())
     }
 
-    async fn ensure_finalizer(&self, steps: &Steps, vg: &LVMVolumeGroup) -> Result<(), UnitError> {
+    fn has_finalizer(&self, vg: &LVMVolumeGroup) -> bool {
         let fin = self.finalizer();
-        if vg.metadata.finalizers.iter().flatten().any(|f| *f == fin) {
-            return Ok(());
-        }
+        vg.metadata.finalizers.iter().flatten().any(|f| *f == fin)
+    }
+
+    /// Add or remove this node's cleanup finalizer, as one journaled step.
+    async fn set_finalizer(
+        &self,
+        steps: &Steps,
+        vg: &LVMVolumeGroup,
+        present: bool,
+    ) -> Result<(), UnitError> {
+        let fin = self.finalizer();
         let spec = StepSpec {
             object: object_ref(vg),
-            action: "add-finalizer".into(),
+            action: if present {
+                "add-finalizer"
+            } else {
+                "remove-finalizer"
+            }
+            .into(),
             desired_digest: fin.clone(),
         };
         let (client, ns) = (&self.ctx.client, &self.ctx.namespace);
         steps
             .run(spec, || {
                 apply::edit_finalizers(client, Kind::VolumeGroup, ns, &self.vg, |f| {
-                    if !f.contains(&fin) {
+                    f.retain(|x| *x != fin);
+                    if present {
                         f.push(fin.clone());
                     }
                 })
@@ -357,7 +384,7 @@ impl VolumeGroupUnit {
         vg: &LVMVolumeGroup,
         phase: Phase,
         obs: &Observed,
-        devices: &crate::node::filter::FilteredDevices,
+        devices: &FilteredDevices,
     ) {
         self.ctx.report.set(vg_status(
             &self.vg,
@@ -452,7 +479,9 @@ impl VolumeGroupUnit {
         steps: &Steps,
         vg: &LVMVolumeGroup,
     ) -> Result<Pass, UnitError> {
-        self.ensure_finalizer(steps, vg).await?;
+        if !self.has_finalizer(vg) {
+            self.set_finalizer(steps, vg, true).await?;
+        }
         let obs = self.observe(vg).await?;
         if self.wipe(steps, vg, &obs).await? {
             return Ok(Pass {
@@ -460,15 +489,7 @@ impl VolumeGroupUnit {
                 requeue_after: Some(Duration::from_millis(200)),
             });
         }
-        let ctx = FilterContext {
-            vg_name: &self.vg,
-            selector: vg.spec.device_selector.as_ref(),
-            resolved: &obs.resolved,
-            pvs: &obs.pvs,
-            loop_back_files: &obs.loop_back_files,
-            holders: &obs.holders,
-        };
-        let filtered = filter_devices(&obs.devices, &ctx);
+        let filtered = self.filter(vg, &obs);
         let input = DiscoveryInput {
             node: &self.ctx.node,
             vg_name: &self.vg,
@@ -563,15 +584,7 @@ impl VolumeGroupUnit {
         }
         self.write_lvmd(steps, vg).await?;
         let obs = self.observe(vg).await?;
-        let ctx = FilterContext {
-            vg_name: &self.vg,
-            selector: vg.spec.device_selector.as_ref(),
-            resolved: &obs.resolved,
-            pvs: &obs.pvs,
-            loop_back_files: &obs.loop_back_files,
-            holders: &obs.holders,
-        };
-        let filtered = filter_devices(&obs.devices, &ctx);
+        let filtered = self.filter(vg, &obs);
         self.set_status(vg, Phase::Ready, &obs, &filtered);
         Ok(Pass {
             summary: format!("volume group {} ready", self.vg),
@@ -582,8 +595,7 @@ impl VolumeGroupUnit {
     /// LVMS processDelete: refuse while user volumes exist, else pool → VG → PVs → lvmd.yaml
     /// → status entry → finalizer.
     async fn delete(&self, steps: &Steps, vg: &LVMVolumeGroup) -> Result<Pass, UnitError> {
-        let fin = self.finalizer();
-        if !vg.metadata.finalizers.iter().flatten().any(|f| *f == fin) {
+        if !self.has_finalizer(vg) {
             self.ctx.report.remove(&self.vg);
             return Ok(Pass {
                 summary: "not ours to clean up".into(),
@@ -650,19 +662,7 @@ impl VolumeGroupUnit {
             }
         }
         self.ctx.report.remove(&self.vg);
-        let spec = StepSpec {
-            object: object_ref(vg),
-            action: "remove-finalizer".into(),
-            desired_digest: fin.clone(),
-        };
-        let (client, ns) = (&self.ctx.client, &self.ctx.namespace);
-        steps
-            .run(spec, || {
-                apply::edit_finalizers(client, Kind::VolumeGroup, ns, &self.vg, |f| {
-                    f.retain(|x| *x != fin)
-                })
-            })
-            .await?;
+        self.set_finalizer(steps, vg, false).await?;
         Ok(Pass {
             summary: format!("volume group {} removed from this node", self.vg),
             requeue_after: None,

@@ -14,6 +14,7 @@ use lvms_journal::{Intent, ObjectRef};
 use serde_json::json;
 use tracing::info;
 
+use super::objects::delete_object;
 use crate::api::{
     CONDITION_RESOURCES_AVAILABLE, LVMCLUSTER_FINALIZER, LVMCluster, LVMStateType,
     NODE_CLEANUP_FINALIZER_PREFIX,
@@ -142,39 +143,32 @@ impl LifecycleUnit {
             .collect();
         let client = self.ctx.client.clone();
         let pvcs = Api::<PersistentVolumeClaim>::all(client.clone())
-            .list_metadata(&ListParams::default())
+            .list(&ListParams::default())
             .await
             .map_err(|e| apply::unit_error("list PersistentVolumeClaims", e))?;
-        // Metadata lists carry no spec; only fetch full PVCs when there are any.
-        if !pvcs.items.is_empty() {
-            let pvcs = Api::<PersistentVolumeClaim>::all(client.clone())
-                .list(&ListParams::default())
-                .await
-                .map_err(|e| apply::unit_error("list PersistentVolumeClaims", e))?;
-            let blocking: Vec<String> = pvcs
-                .items
-                .iter()
-                .filter(|p| {
-                    p.spec
-                        .as_ref()
-                        .and_then(|s| s.storage_class_name.as_ref())
-                        .is_some_and(|sc| names.contains(sc))
-                })
-                .map(|p| {
-                    format!(
-                        "{}/{}",
-                        p.metadata.namespace.as_deref().unwrap_or_default(),
-                        p.metadata.name.as_deref().unwrap_or_default()
-                    )
-                })
-                .collect();
-            if !blocking.is_empty() {
-                return Ok(Some(format!(
-                    "LVMCluster deletion is pending: {} PersistentVolumeClaim(s) still use lvms StorageClasses ({}); delete them first",
-                    blocking.len(),
-                    blocking.join(", ")
-                )));
-            }
+        let blocking: Vec<String> = pvcs
+            .items
+            .iter()
+            .filter(|p| {
+                p.spec
+                    .as_ref()
+                    .and_then(|s| s.storage_class_name.as_ref())
+                    .is_some_and(|sc| names.contains(sc))
+            })
+            .map(|p| {
+                format!(
+                    "{}/{}",
+                    p.metadata.namespace.as_deref().unwrap_or_default(),
+                    p.metadata.name.as_deref().unwrap_or_default()
+                )
+            })
+            .collect();
+        if !blocking.is_empty() {
+            return Ok(Some(format!(
+                "LVMCluster deletion is pending: {} PersistentVolumeClaim(s) still use lvms StorageClasses ({}); delete them first",
+                blocking.len(),
+                blocking.join(", ")
+            )));
         }
         let pvs = Api::<PersistentVolume>::all(client)
             .list(&ListParams::default())
@@ -318,15 +312,7 @@ impl LifecycleUnit {
                 };
                 let client = &self.ctx.client;
                 steps
-                    .run(spec, || async {
-                        if kind == Kind::NodeStatus {
-                            apply::edit_finalizers(client, kind, &namespace, &name, |f| {
-                                f.retain(|x| x != crate::api::NODE_STATUS_FINALIZER)
-                            })
-                            .await?;
-                        }
-                        apply::delete(client, kind, &namespace, &name).await
-                    })
+                    .run(spec, || delete_object(client, kind, &namespace, &name))
                     .await?;
             }
             info!(kind = %kind.kind(), left = current.len(), "teardown: waiting for deletion");

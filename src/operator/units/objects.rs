@@ -34,22 +34,30 @@ fn target(kind: Kind, namespace: &str, name: &str, cluster: &LVMCluster) -> Obje
     }
 }
 
+/// Delete an object the operator owns. A node status keeps a delete-protection finalizer that
+/// the operator itself must drop first.
+pub async fn delete_object(
+    client: &kube::Client,
+    kind: Kind,
+    namespace: &str,
+    name: &str,
+) -> Result<BTreeMap<String, String>, UnitError> {
+    if kind == Kind::NodeStatus {
+        apply::edit_finalizers(client, kind, namespace, name, |f| {
+            f.retain(|x| x != NODE_STATUS_FINALIZER)
+        })
+        .await?;
+    }
+    apply::delete(client, kind, namespace, name).await
+}
+
 impl ObjectsUnit {
-    /// Only these kinds' current objects can be stale-deleted by a pass; a NodeStatus keeps a
-    /// delete-protection finalizer that the operator itself must drop first.
     async fn delete(
         &self,
         namespace: &str,
         name: &str,
     ) -> Result<BTreeMap<String, String>, UnitError> {
-        let client = &self.ctx.client;
-        if self.kind == Kind::NodeStatus {
-            apply::edit_finalizers(client, self.kind, namespace, name, |f| {
-                f.retain(|x| x != NODE_STATUS_FINALIZER)
-            })
-            .await?;
-        }
-        apply::delete(client, self.kind, namespace, name).await
+        delete_object(&self.ctx.client, self.kind, namespace, name).await
     }
 
     /// Wait conditions that are not errors of the unit itself but keep it from being done.

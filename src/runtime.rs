@@ -1,0 +1,132 @@
+//! Wiring both long-running processes (operator, vg-manager) share: the diagnostics server
+//! with its readiness, unit actors as supervisor children, and the restartable EventPublisher.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::Context as _;
+use futures::FutureExt;
+use lvms_actors::{
+    ChildSpec, EventPublisher, EventSink, PassHook, PublisherArgs, PublisherMsg, Readiness,
+    Trigger, Unit, UnitActor, UnitArgs,
+};
+use lvms_journal::Journal;
+use ractor::{Actor, ActorRef};
+use tokio::task::JoinHandle;
+
+use crate::operator::diagnostics::{self, ReadyCheck};
+
+/// `/healthz` + `/readyz`: ready once the caches are synced, until supervision gives up.
+pub struct Diagnostics {
+    pub supervision: Readiness,
+    synced: Arc<AtomicBool>,
+    task: JoinHandle<()>,
+}
+
+impl Diagnostics {
+    pub async fn start(addr: SocketAddr) -> anyhow::Result<Self> {
+        let supervision = Readiness::default();
+        let synced = Arc::new(AtomicBool::new(false));
+        let ready: ReadyCheck = {
+            let (supervision, synced) = (supervision.clone(), synced.clone());
+            Arc::new(move || {
+                supervision.check()?;
+                if synced.load(Ordering::Acquire) {
+                    Ok(())
+                } else {
+                    Err("caches not synced yet".into())
+                }
+            })
+        };
+        let listener = diagnostics::bind(addr)
+            .await
+            .with_context(|| format!("--diagnostics-addr {addr}"))?;
+        let task = tokio::spawn(diagnostics::serve(listener, ready));
+        Ok(Diagnostics {
+            supervision,
+            synced,
+            task,
+        })
+    }
+
+    pub fn mark_synced(&self) {
+        self.synced.store(true, Ordering::Release);
+    }
+}
+
+impl Drop for Diagnostics {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// The current EventPublisher (it may be restarted): units poke it after a journaled pass.
+#[derive(Clone, Default)]
+pub struct PublisherSlot(Arc<Mutex<Option<ActorRef<PublisherMsg>>>>);
+
+impl PublisherSlot {
+    pub fn poke(&self) {
+        if let Some(p) = self.0.lock().ok().and_then(|s| s.clone()) {
+            let _ = p.send_message(PublisherMsg::Outcome(0));
+        }
+    }
+
+    /// The supervisor child that runs the publisher and keeps this slot pointing at it.
+    pub fn child<S: EventSink>(&self, args: PublisherArgs<S>) -> ChildSpec {
+        let slot = self.clone();
+        ChildSpec {
+            name: "event-publisher".into(),
+            spawn: Arc::new(move |sup| {
+                let (args, slot) = (args.clone(), slot.clone());
+                async move {
+                    let (actor, _) =
+                        Actor::spawn_linked(None, EventPublisher::default(), args, sup).await?;
+                    if let Ok(mut s) = slot.0.lock() {
+                        *s = Some(actor.clone());
+                    }
+                    Ok(actor.get_cell())
+                }
+                .boxed()
+            }),
+        }
+    }
+}
+
+/// What every unit actor of a process shares.
+#[derive(Clone)]
+pub struct UnitWiring {
+    pub journal: Arc<Journal>,
+    pub epoch: Arc<AtomicU64>,
+    pub on_pass: PassHook,
+    pub debounce: Duration,
+}
+
+impl UnitWiring {
+    /// A supervisor child running `unit`, woken by `trigger`.
+    pub fn child<U: Unit>(&self, name: &str, trigger: Trigger, unit: U) -> ChildSpec {
+        let args = UnitArgs {
+            unit: Arc::new(unit),
+            journal: self.journal.clone(),
+            epoch: self.epoch.clone(),
+            trigger,
+            publisher: None,
+            on_pass: Some(self.on_pass.clone()),
+            trace: None,
+            debounce: self.debounce,
+        };
+        ChildSpec {
+            name: name.to_string(),
+            spawn: Arc::new(move |sup| {
+                let args = args.clone();
+                async move {
+                    let (actor, _) =
+                        Actor::spawn_linked(None, UnitActor::<U>::default(), args, sup).await?;
+                    Ok(actor.get_cell())
+                }
+                .boxed()
+            }),
+        }
+    }
+}
