@@ -194,6 +194,25 @@ impl Actor for Supervisor {
         Ok(())
     }
 
+    /// Graceful stop: each child finishes the pass it is in (so no step is cut between its
+    /// intent and its outcome) before the supervisor is gone.
+    async fn post_stop(
+        &self,
+        myself: ActorRef<SupervisorMsg>,
+        state: &mut SupervisorState,
+    ) -> Result<(), ActorProcessingErr> {
+        state.running.clear(); // their exits are not crashes now
+        for child in myself.get_children() {
+            let _ = child
+                .stop_and_wait(
+                    Some("supervisor stopping".into()),
+                    Some(Duration::from_secs(10)),
+                )
+                .await;
+        }
+        Ok(())
+    }
+
     async fn handle_supervisor_evt(
         &self,
         myself: ActorRef<SupervisorMsg>,
