@@ -9,6 +9,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 pub const INTENT_DURABLE: &str = "intent-durable";
 /// After the side effect, before its Outcome is appended.
 pub const APPLIED: &str = "applied";
+/// After a step's Outcome, before the rest of its pass (e.g. the status it leads to).
+pub const STEP_OUTCOME: &str = "step-outcome";
 /// After a pass Outcome, before its Event is published.
 pub const OUTCOME: &str = "outcome";
 /// After an Event was written to the API, before its Published record.

@@ -19,7 +19,8 @@ mod unit;
 pub use error::UnitError;
 pub use health::{UnitHealth, UnitState};
 pub use publisher::{
-    EventPublisher, EventSink, EventSpec, EventType, PublisherArgs, PublisherMsg, SinkError, fnv1a,
+    EventMapper, EventPublisher, EventSink, EventSpec, EventType, PublisherArgs, PublisherMsg,
+    SinkError, fnv1a,
 };
 pub use steps::{PASS_ACTION, StepSpec, Steps, event_detail};
 pub use supervisor::{

@@ -96,8 +96,10 @@ pub trait EventSink: Send + Sync + 'static {
     ) -> impl Future<Output = Result<(), SinkError>> + Send;
 }
 
-/// Maps a journal record to the Event it stands for, if any.
-pub type EventMapper = Arc<dyn Fn(&Journal, &Record) -> Option<EventSpec> + Send + Sync>;
+/// Maps a journal record to the Events it stands for (none, or one per object it regards:
+/// LVMS sends some Events to the volume group, its node status and its LVMCluster at once).
+/// Each (record, object) pair is published exactly once: the key names the object.
+pub type EventMapper = Arc<dyn Fn(&Journal, &Record) -> Vec<EventSpec> + Send + Sync>;
 
 pub struct PublisherArgs<S> {
     pub sink: Arc<S>,
@@ -211,11 +213,20 @@ impl<S: EventSink> Actor for EventPublisher<S> {
 }
 
 async fn publish<S: EventSink>(args: &PublisherArgs<S>, rec: &Record) -> Result<(), String> {
+    // In order; a retry after a failure skips the ones already recorded as published.
+    for spec in (args.event_for)(&args.journal, rec) {
+        publish_one(args, rec, &spec).await?;
+    }
+    Ok(())
+}
+
+async fn publish_one<S: EventSink>(
+    args: &PublisherArgs<S>,
+    rec: &Record,
+    spec: &EventSpec,
+) -> Result<(), String> {
     let journal = &args.journal;
     let seq = rec.seq;
-    let Some(spec) = (args.event_for)(journal, rec) else {
-        return Ok(());
-    };
     let key = spec.key();
     let last = journal.last_published(&key).map_err(|e| e.to_string())?;
     let (last_seq, last_count) = match &last {
@@ -230,7 +241,7 @@ async fn publish<S: EventSink>(args: &PublisherArgs<S>, rec: &Record) -> Result<
     }
     let count = last_count + 1;
     let mut summary = format!("{} {}: {}", spec.type_.as_str(), spec.reason, spec.note);
-    match args.sink.write(&key, &spec, count).await {
+    match args.sink.write(&key, spec, count).await {
         Ok(()) => {}
         Err(SinkError::Retry(e)) => return Err(e),
         Err(SinkError::Drop(e)) => {
@@ -257,7 +268,7 @@ async fn publish<S: EventSink>(args: &PublisherArgs<S>, rec: &Record) -> Result<
             rec.trace,
         )
         .map_err(|e| e.to_string())?;
-    info!(seq, reason = %spec.reason, count, "event published");
+    info!(seq, reason = %spec.reason, regarding = %spec.regarding.kind, count, "event published");
     Ok(())
 }
 

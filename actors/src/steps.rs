@@ -171,6 +171,7 @@ impl Steps {
         let result = effect().await;
         faults::crash_point_in(faults::APPLIED, &self.unit, &action);
         self.close(seq, &result, started)?;
+        faults::crash_point_in(faults::STEP_OUTCOME, &self.unit, &action);
         if result.is_ok()
             && let Ok(mut p) = self.pass.lock()
         {

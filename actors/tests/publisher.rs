@@ -13,13 +13,21 @@ use lvms_journal::{Journal, PublishKind};
 use ractor::{Actor, ActorRef};
 
 async fn spawn_publisher(journal: &Arc<Journal>, sink: &Arc<FakeSink>) -> ActorRef<PublisherMsg> {
+    spawn_publisher_with(journal, sink, Arc::new(pass_event)).await
+}
+
+async fn spawn_publisher_with(
+    journal: &Arc<Journal>,
+    sink: &Arc<FakeSink>,
+    event_for: lvms_actors::EventMapper,
+) -> ActorRef<PublisherMsg> {
     let (p, _) = Actor::spawn(
         None,
         EventPublisher::<FakeSink>::default(),
         PublisherArgs {
             sink: sink.clone(),
             journal: journal.clone(),
-            event_for: Arc::new(pass_event),
+            event_for,
         },
     )
     .await
@@ -266,4 +274,42 @@ async fn a_failed_write_is_retried_by_the_running_publisher() {
     assert_eq!(writes[0], writes[1], "the retry writes the same count");
     assert_eq!(published(&j)[0].1.source_seq, o);
     drain(&publisher).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_outcome_regarding_two_objects_is_published_once_per_object() {
+    let env = Env::new("pub-fanout");
+    let j = env.journal.clone();
+    let sink = FakeSink::new();
+    let (_, o) = append_pass(&j, "u", err_result("DeviceBusy", "/dev/sdb is in use"));
+    let publisher = spawn_publisher_with(&j, &sink, Arc::new(pass_event_and_owner)).await;
+    wait_until("both objects published", || published(&j).len() == 2).await;
+    drain(&publisher).await;
+    let keys: BTreeSet<String> = sink.writes().into_iter().map(|(k, _)| k).collect();
+    assert_eq!(sink.writes().len(), 2);
+    assert_eq!(keys.len(), 2, "one Event object per regarded object");
+    assert!(published(&j).iter().all(|(_, p)| p.source_seq == o));
+
+    // A crash after the first object's Published record: the restarted publisher writes
+    // only the second one.
+    let env2 = Env::new("pub-fanout-2");
+    let j2 = env2.journal.clone();
+    let sink2 = FakeSink::new();
+    append_pass(&j2, "u", err_result("DeviceBusy", "/dev/sdb is in use"));
+    let first = FakeSink::new();
+    // Publish with a mapper that knows only the first object, as a process that died
+    // before handling the second would have left it.
+    let p1 = spawn_publisher_with(&j2, &first, Arc::new(pass_event)).await;
+    wait_until("the first object published", || published(&j2).len() == 1).await;
+    drain(&p1).await;
+    let p2 = spawn_publisher_with(&j2, &sink2, Arc::new(pass_event_and_owner)).await;
+    wait_until("the second object published", || published(&j2).len() == 2).await;
+    drain(&p2).await;
+    let rewritten: Vec<String> = sink2.writes().into_iter().map(|(k, _)| k).collect();
+    assert_eq!(
+        rewritten.len(),
+        1,
+        "only the unpublished object is written: {rewritten:?}"
+    );
+    assert!(rewritten[0].contains("-owner"));
 }

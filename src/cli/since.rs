@@ -11,7 +11,14 @@ pub fn parse_since(s: &str, now_ms: u64) -> Result<u64, String> {
     })
 }
 
-fn parse_duration_ms(s: &str) -> Option<u64> {
+/// A flag value such as `500ms`, `30s`, `5m` (clap `value_parser`).
+pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+    parse_duration_ms(s.trim())
+        .map(std::time::Duration::from_millis)
+        .ok_or_else(|| format!("{s:?}: expected a duration such as 500ms, 30s or 5m"))
+}
+
+pub(crate) fn parse_duration_ms(s: &str) -> Option<u64> {
     let split = s.find(|c: char| !c.is_ascii_digit())?;
     let (num, unit) = s.split_at(split);
     let n: u64 = num.parse().ok()?;

@@ -50,6 +50,14 @@ pub struct VgManagerArgs {
     pub diagnostics_addr: SocketAddr,
     #[arg(long, default_value_t = 50)]
     pub debounce_ms: u64,
+    /// A file listing the only devices this node may use, one path per line (symlinks
+    /// resolved), read on every pass. Unset: every device the selectors allow.
+    #[arg(long, env = "LVMS_DEVICE_ALLOWLIST")]
+    pub device_allowlist: Option<PathBuf>,
+    /// How often a volume group is looked at again without a Kubernetes event (new disks
+    /// under Dynamic discovery, thin pool growth); LVMS uses 30 s.
+    #[arg(long, env = "LVMS_RECONCILE_INTERVAL", default_value = "30s", value_parser = super::since::parse_duration)]
+    pub reconcile_interval: Duration,
     #[arg(long, env = "LVMS_LOG_FORMAT", default_value = "text", value_parser = ["text", "json"])]
     pub log_format: String,
 }
@@ -73,6 +81,8 @@ pub fn run_cmd(args: VgManagerArgs) -> anyhow::Result<ExitCode> {
             lock_file: args.lock_file,
             diagnostics_addr: args.diagnostics_addr,
             debounce: Duration::from_millis(args.debounce_ms),
+            device_allowlist: args.device_allowlist,
+            reconcile_interval: args.reconcile_interval,
             restart_policy: RestartPolicy::default(),
         };
         run(client, cfg, super::signals::terminated()).await

@@ -318,8 +318,7 @@ impl ControlPlane {
     /// Stops every process (reverse start order) and reaps it.
     pub fn stop(&mut self) {
         while let Some((_, mut child)) = self.children.pop() {
-            process::terminate(child.id() as i32, Duration::from_secs(5));
-            let _ = child.wait();
+            process::terminate_child(&mut child, Duration::from_secs(5));
         }
     }
 

@@ -102,6 +102,24 @@ pub fn terminate(pid: i32, grace: std::time::Duration) {
     }
 }
 
+/// Like [`terminate`] for our own child: polls `try_wait`, because an exited but unreaped
+/// child still answers kill(pid, 0) and would cost the whole grace period.
+pub fn terminate_child(child: &mut std::process::Child, grace: std::time::Duration) {
+    // SAFETY: kill(2) with a positive pid only signals that process.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGTERM);
+    }
+    let deadline = std::time::Instant::now() + grace;
+    while std::time::Instant::now() < deadline {
+        if !matches!(child.try_wait(), Ok(None)) {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
 pub fn alive(pid: i32) -> bool {
     // SAFETY: signal 0 only probes for existence.
     unsafe { libc::kill(pid, 0) == 0 }

@@ -50,6 +50,8 @@ pub enum Rejection {
     NoFreePvCapacity { name: String },
     /// onlyValidFilesystemSignatures
     InvalidFilesystem { name: String, fstype: String },
+    /// noChildren (lvms): a partition table the kernel shows no partitions for.
+    PartitionTable { name: String, pttype: String },
     /// usableDeviceType: loop device backing a Kubernetes volume (or whose back-file is unknown).
     UnusableLoop { name: String },
     /// usableDeviceType: rom.
@@ -75,7 +77,7 @@ impl Rejection {
             Self::ReadOnly { .. } => "notReadOnly",
             Self::Suspended { .. } => "notSuspended",
             Self::InvalidPartitionLabel { .. } => "noInvalidPartitionLabel",
-            Self::HasChildren { .. } => "noChildren",
+            Self::HasChildren { .. } | Self::PartitionTable { .. } => "noChildren",
             Self::PvNotResolvable { .. }
             | Self::AlreadySetUp { .. }
             | Self::InOtherVg { .. }
@@ -114,6 +116,10 @@ impl std::fmt::Display for Rejection {
             Self::HasChildren { name } => write!(
                 f,
                 "{name} has children block devices and could not be considered"
+            ),
+            Self::PartitionTable { name, pttype } => write!(
+                f,
+                "{name} has a {pttype} partition table and could not be considered"
             ),
             Self::PvNotResolvable { pv, reason } => {
                 write!(f, "the pv {pv} could not be resolved via symlink: {reason}")
@@ -263,6 +269,13 @@ pub fn check_device(dev: &BlockDevice, ctx: &FilterContext<'_>) -> Vec<Rejection
     if dev.has_children() {
         out.push(Rejection::HasChildren {
             name: dev.name.clone(),
+        });
+    } else if !dev.pttype.is_empty() {
+        // The kernel may not show the partitions (loop devices without partscan, a table
+        // written since the last rescan): the table alone means the disk is spoken for.
+        out.push(Rejection::PartitionTable {
+            name: dev.name.clone(),
+            pttype: dev.pttype.clone(),
         });
     }
     if let Some(r) = usable_device_type(dev, ctx) {
@@ -776,6 +789,33 @@ mod tests {
         );
         env.holders.insert("/dev/sdc".into(), vec![]);
         assert!(env.check(&d).is_empty());
+    }
+
+    #[test]
+    fn a_partition_table_without_visible_partitions_is_refused() {
+        let env = Env::new();
+        let mut d = disk("/dev/loop7");
+        d.pttype = "gpt".into();
+        let r = check_device(&d, &env.ctx());
+        assert_eq!(
+            r,
+            vec![Rejection::PartitionTable {
+                name: "/dev/loop7".into(),
+                pttype: "gpt".into()
+            }]
+        );
+        assert_eq!(r[0].filter_name(), "noChildren");
+        assert_eq!(
+            r[0].to_string(),
+            "/dev/loop7 has a gpt partition table and could not be considered"
+        );
+        // With its partitions visible the usual reason is given, once.
+        d.children = vec![disk("/dev/loop7p1")];
+        let r = check_device(&d, &env.ctx());
+        assert!(
+            matches!(r.as_slice(), [Rejection::HasChildren { .. }]),
+            "{r:?}"
+        );
     }
 
     #[test]

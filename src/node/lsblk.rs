@@ -44,6 +44,9 @@ pub struct BlockDevice {
     pub vendor: String,
     pub state: String,
     pub fstype: String,
+    /// Partition table type (`dos`, `gpt`) probed by blkid; empty when none. A disk can carry
+    /// a table whose partitions the kernel does not show (loop devices without partscan).
+    pub pttype: String,
     pub serial: String,
     pub partlabel: String,
     pub read_only: bool,
@@ -147,26 +150,46 @@ pub fn is_usable_loop_back_file(back_file: &str) -> bool {
     !back_file.contains(KUBERNETES_PLUGIN_BACK_FILE)
 }
 
-/// `TYPE=` of `blkid -p -o export <dev>` output, if any signature was found. blkid exits 2 with
-/// no output on a device without signatures; pass "" then.
-pub fn parse_blkid_export_type(text: &str) -> Option<String> {
-    text.lines()
-        .find_map(|l| l.strip_prefix("TYPE="))
-        .map(|v| v.trim().replace("\\ ", " "))
-        .filter(|v| !v.is_empty())
+/// What `blkid -p -o export <dev>` found on a device.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct BlkidProbe {
+    /// `TYPE=`: a filesystem or other signature (ext4, LVM2_member, ...).
+    pub fstype: Option<String>,
+    /// `PTTYPE=`: a partition table (dos, gpt).
+    pub pttype: Option<String>,
 }
 
-/// Fills `fstype` from probed signatures (kname -> TYPE) where lsblk left it empty. lsblk takes
-/// FSTYPE from the udev database, so without udev (containers, CI) an LVM2_member or ext4
-/// signature is invisible to it; `blkid -p` reads the device itself.
-pub fn apply_probed_fstypes(devices: &mut [BlockDevice], probed: &BTreeMap<String, String>) {
+/// Parses `blkid -p -o export` output. blkid exits 2 with no output on a device without
+/// signatures; pass "" then.
+pub fn parse_blkid_export(text: &str) -> BlkidProbe {
+    let field = |key: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(key))
+            .map(|v| v.trim().replace("\\ ", " "))
+            .filter(|v| !v.is_empty())
+    };
+    BlkidProbe {
+        fstype: field("TYPE="),
+        pttype: field("PTTYPE="),
+    }
+}
+
+/// Fills `fstype` (where lsblk left it empty) and `pttype` from blkid probes by kname. lsblk
+/// takes FSTYPE from the udev database, so without udev (containers, CI) an LVM2_member or
+/// ext4 signature is invisible to it; `blkid -p` reads the device itself.
+pub fn apply_probes(devices: &mut [BlockDevice], probed: &BTreeMap<String, BlkidProbe>) {
     for d in devices {
-        if d.fstype.is_empty()
-            && let Some(t) = probed.get(&d.kname)
-        {
-            d.fstype = t.clone();
+        if let Some(p) = probed.get(&d.kname) {
+            if d.fstype.is_empty()
+                && let Some(t) = &p.fstype
+            {
+                d.fstype = t.clone();
+            }
+            if let Some(t) = &p.pttype {
+                d.pttype = t.clone();
+            }
         }
-        apply_probed_fstypes(&mut d.children, probed);
+        apply_probes(&mut d.children, probed);
     }
 }
 
@@ -233,6 +256,7 @@ impl RawDevice {
             vendor: self.vendor.trim().to_string(),
             state: self.state,
             fstype: self.fstype,
+            pttype: String::new(),
             serial: self.serial,
             partlabel: self.partlabel,
             read_only: self.ro,
@@ -378,23 +402,33 @@ mod tests {
 
     #[test]
     fn blkid_probe_fills_missing_fstype_only() {
+        let fs = |name: &str| parse_blkid_export(&fixture(name)).fstype;
+        assert_eq!(fs("blkid_ext4.txt").as_deref(), Some("ext4"));
+        assert_eq!(fs("blkid_lvm2_member.txt").as_deref(), Some("LVM2_member"));
+        assert_eq!(parse_blkid_export(""), BlkidProbe::default());
+        let table = parse_blkid_export(&fixture("blkid_dos_pttype.txt"));
         assert_eq!(
-            parse_blkid_export_type(&fixture("blkid_ext4.txt")).as_deref(),
-            Some("ext4")
+            table,
+            BlkidProbe {
+                fstype: None,
+                pttype: Some("dos".into())
+            },
+            "PTTYPE is not TYPE"
         );
-        assert_eq!(
-            parse_blkid_export_type(&fixture("blkid_lvm2_member.txt")).as_deref(),
-            Some("LVM2_member")
-        );
-        assert_eq!(parse_blkid_export_type(""), None);
         let mut devs = parse_lsblk(&fixture("lsblk_partitions.json")).unwrap();
+        let probe = |t: &str| BlkidProbe {
+            fstype: Some(t.into()),
+            pttype: None,
+        };
         let probed = BTreeMap::from([
-            ("/dev/dm-0".to_string(), "LVM2_member".to_string()),
-            ("/dev/sda2".to_string(), "ext4".to_string()),
+            ("/dev/dm-0".to_string(), probe("LVM2_member")),
+            ("/dev/sda2".to_string(), probe("ext4")),
+            ("/dev/sda".to_string(), table),
         ]);
-        apply_probed_fstypes(&mut devs, &probed);
+        apply_probes(&mut devs, &probed);
         assert_eq!(devs[1].children[0].fstype, "LVM2_member");
         // lsblk already said xfs for /dev/sda2: the probe does not override it.
         assert_eq!(devs[0].children[1].fstype, "xfs");
+        assert_eq!(devs[0].pttype, "dos");
     }
 }

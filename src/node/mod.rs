@@ -2,6 +2,7 @@
 //! LVMVolumeGroup spec, without running anything. The executor runs the commands built here
 //! (adding the nsenter prefix and lvm's `--config`) and feeds their output back in.
 
+pub mod allowlist;
 pub mod commands;
 pub mod discovery;
 pub mod events;

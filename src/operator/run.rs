@@ -144,7 +144,9 @@ pub async fn run(
             instance: cfg.identity.clone(),
         }),
         journal: journal.clone(),
-        event_for: Arc::new(events::event_for),
+        event_for: Arc::new(|j: &lvms_journal::Journal, r: &lvms_journal::Record| {
+            events::event_for(j, r).into_iter().collect()
+        }),
     })];
     children.push(wiring.child(
         lifecycle::UNIT,

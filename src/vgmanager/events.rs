@@ -2,11 +2,104 @@
 //! passes of a volume group (their reason is LVMS's Event reason), and a pass that made a
 //! volume group ready.
 
+use kube::runtime::reflector::Store;
 use lvms_actors::{EventSpec, EventType, PASS_ACTION};
-use lvms_journal::{Body, Journal, OutcomeResult, Record};
+use lvms_journal::{Body, Journal, ObjectRef, OutcomeResult, Record};
 
+use crate::api::{LVMVolumeGroup, LVMVolumeGroupNodeStatus};
 use crate::node::events::{EVENT_ACTION, EventReason, MSG_VOLUME_GROUP_READY};
+use crate::operator::context::object_ref;
 
+/// The objects besides the volume group that LVMS's vg-manager Events also regard.
+#[derive(Clone)]
+pub struct EventTargets {
+    pub node: String,
+    pub namespace: String,
+    pub volume_groups: Store<LVMVolumeGroup>,
+    /// This node's LVMVolumeGroupNodeStatus (created by the operator).
+    pub node_statuses: Store<LVMVolumeGroupNodeStatus>,
+}
+
+impl EventTargets {
+    /// Every Event of `rec`: one per regarded object, with LVMS's wording for each.
+    pub fn events_for(&self, journal: &Journal, rec: &Record) -> Vec<EventSpec> {
+        let Some(base) = event_for(journal, rec) else {
+            return Vec::new();
+        };
+        let node_status = self
+            .node_statuses
+            .state()
+            .into_iter()
+            .find(|n| n.metadata.name.as_deref() == Some(self.node.as_str()))
+            .map(|n| object_ref(n.as_ref()));
+        let owners: Vec<ObjectRef> = self
+            .volume_groups
+            .state()
+            .into_iter()
+            .find(|v| v.metadata.name.as_deref() == Some(base.regarding.name.as_str()))
+            .map(|v| owner_refs(&v))
+            .unwrap_or_default();
+        fan_out(&base, &self.namespace, &self.node, node_status, owners)
+    }
+}
+
+fn owner_refs(vg: &LVMVolumeGroup) -> Vec<ObjectRef> {
+    let ns = vg.metadata.namespace.clone().unwrap_or_default();
+    vg.metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .map(|o| ObjectRef {
+            kind: o.kind.clone(),
+            namespace: ns.clone(),
+            name: o.name.clone(),
+            uid: o.uid.clone(),
+            generation: 0,
+        })
+        .collect()
+}
+
+/// LVMS `WarningEvent`/`NormalEvent`: the node status gets the message as is, each owner
+/// (the LVMCluster) gets it prefixed with the node and volume group, the volume group with
+/// the node. The node in every note also keeps two nodes' Events on one object apart.
+pub fn fan_out(
+    base: &EventSpec,
+    namespace: &str,
+    node: &str,
+    node_status: Option<ObjectRef>,
+    owners: Vec<ObjectRef>,
+) -> Vec<EventSpec> {
+    let what = match base.type_ {
+        EventType::Warning => "error",
+        EventType::Normal => "update",
+    };
+    let node_key = format!("{namespace}/{node}");
+    let vg_key = format!("{}/{}", base.regarding.namespace, base.regarding.name);
+    let mut out = Vec::with_capacity(2 + owners.len());
+    if let Some(ns) = node_status {
+        out.push(EventSpec {
+            regarding: ns,
+            ..base.clone()
+        });
+    }
+    for owner in owners {
+        out.push(EventSpec {
+            regarding: owner,
+            note: format!(
+                "{what} on node {node_key} in volume group {vg_key}: {}",
+                base.note
+            ),
+            ..base.clone()
+        });
+    }
+    out.push(EventSpec {
+        note: format!("{what} on node {node_key}: {}", base.note),
+        ..base.clone()
+    });
+    out
+}
+
+/// The Event of `rec` regarding its volume group, as the volume-group actor saw it.
 pub fn event_for(journal: &Journal, rec: &Record) -> Option<EventSpec> {
     let Body::Outcome(o) = &rec.body else {
         return None;
@@ -79,4 +172,72 @@ fn pass_subject(journal: &Journal, seq: u64) -> Option<lvms_journal::ObjectRef> 
             } if i.unit == unit && i.action == PASS_ACTION => Some(i.object),
             _ => None,
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn obj(kind: &str, name: &str, uid: &str) -> ObjectRef {
+        ObjectRef {
+            kind: kind.into(),
+            namespace: "lvms".into(),
+            name: name.into(),
+            uid: uid.into(),
+            generation: 0,
+        }
+    }
+
+    fn base(type_: EventType) -> EventSpec {
+        EventSpec {
+            regarding: obj("LVMVolumeGroup", "vg1", "u-vg"),
+            type_,
+            reason: "VGCreateOrExtendFailed".into(),
+            note: "vgcreate failed".into(),
+            action: EVENT_ACTION.into(),
+        }
+    }
+
+    #[test]
+    fn a_warning_goes_to_node_status_cluster_and_volume_group_with_lvms_wording() {
+        let out = fan_out(
+            &base(EventType::Warning),
+            "lvms",
+            "node-a",
+            Some(obj("LVMVolumeGroupNodeStatus", "node-a", "u-ns")),
+            vec![obj("LVMCluster", "my-lvmcluster", "u-c")],
+        );
+        let got: Vec<(&str, &str)> = out
+            .iter()
+            .map(|e| (e.regarding.uid.as_str(), e.note.as_str()))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                ("u-ns", "vgcreate failed"),
+                (
+                    "u-c",
+                    "error on node lvms/node-a in volume group lvms/vg1: vgcreate failed"
+                ),
+                ("u-vg", "error on node lvms/node-a: vgcreate failed"),
+            ]
+        );
+        let keys: std::collections::BTreeSet<String> = out.iter().map(EventSpec::key).collect();
+        assert_eq!(keys.len(), 3, "one Event object each");
+    }
+
+    #[test]
+    fn a_normal_event_says_update_and_missing_targets_are_left_out() {
+        let out = fan_out(&base(EventType::Normal), "lvms", "node-b", None, vec![]);
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].note, "update on node lvms/node-b: vgcreate failed");
+        assert_eq!(out[0].regarding.uid, "u-vg");
+    }
+
+    #[test]
+    fn two_nodes_never_share_an_event_object() {
+        let a = fan_out(&base(EventType::Normal), "lvms", "node-a", None, vec![]);
+        let b = fan_out(&base(EventType::Normal), "lvms", "node-b", None, vec![]);
+        assert_ne!(a[0].key(), b[0].key());
+    }
 }

@@ -20,12 +20,13 @@ use lvms_journal::Journal;
 use ractor::{Actor, ActorRef};
 use tracing::{error, info, warn};
 
+use super::events::EventTargets;
 use super::host::Host;
 use super::node_report::NodeReport;
 use super::node_status_unit::{self, NodeStatusUnit};
 use super::registry::{self, Registry, SpecFor};
 use super::volume_group::{NodeCtx, VolumeGroupUnit};
-use crate::api::LVMVolumeGroup;
+use crate::api::{LVMVolumeGroup, LVMVolumeGroupNodeStatus};
 use crate::kube::caches::{spawn_typed, strip_meta};
 use crate::kube::events::KubeEvents;
 use crate::runtime::{Diagnostics, PublisherSlot, UnitWiring};
@@ -40,6 +41,8 @@ pub struct Config {
     pub lock_file: PathBuf,
     pub diagnostics_addr: SocketAddr,
     pub debounce: Duration,
+    pub device_allowlist: Option<PathBuf>,
+    pub reconcile_interval: Duration,
     pub restart_policy: RestartPolicy,
 }
 
@@ -66,6 +69,9 @@ pub async fn run(
     let router: crate::kube::caches::Router = {
         let (reg, vgs) = (registry_trigger.clone(), vg_triggers.clone());
         Arc::new(move |source| {
+            if source == crate::kube::caches::Source::NodeStatus {
+                return;
+            }
             reg.bump(&format!("{source:?}"));
             if let Ok(m) = vgs.lock() {
                 m.values().for_each(|t| t.bump(&format!("{source:?}")));
@@ -89,6 +95,15 @@ pub async fn run(
         strip_meta,
         &mut tasks,
     );
+    // Only for Event targets: its changes are our own writes, so they wake nobody.
+    let node_statuses = spawn_typed(
+        Api::<LVMVolumeGroupNodeStatus>::namespaced(client.clone(), &cfg.namespace),
+        watcher::Config::default().fields(&format!("metadata.name={}", cfg.node)),
+        crate::kube::caches::Source::NodeStatus,
+        router.clone(),
+        strip_meta,
+        &mut tasks,
+    );
     volume_groups
         .wait_until_ready()
         .await
@@ -106,6 +121,8 @@ pub async fn run(
         report: report.clone(),
         volume_groups: volume_groups.clone(),
         lvmd_lock: tokio::sync::Mutex::new(()),
+        device_allowlist: cfg.device_allowlist.clone(),
+        reconcile_interval: cfg.reconcile_interval,
     });
     let publisher = PublisherSlot::default();
     let wiring = UnitWiring {
@@ -126,6 +143,7 @@ pub async fn run(
                 unit: name.clone(),
                 vg: vg.to_string(),
                 ctx: ctx.clone(),
+                host_clock: Default::default(),
             };
             wiring.child(&name, trigger, unit)
         })
@@ -138,7 +156,15 @@ pub async fn run(
             instance: cfg.node.clone(),
         }),
         journal: journal.clone(),
-        event_for: Arc::new(super::events::event_for),
+        event_for: {
+            let targets = EventTargets {
+                node: cfg.node.clone(),
+                namespace: cfg.namespace.clone(),
+                volume_groups: volume_groups.clone(),
+                node_statuses,
+            };
+            Arc::new(move |j: &Journal, r: &lvms_journal::Record| targets.events_for(j, r))
+        },
     })];
     children.push(wiring.child(
         node_status_unit::UNIT,

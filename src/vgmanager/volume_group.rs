@@ -3,7 +3,7 @@
 //! journaled step. After a crash an open intent is resolved by reading the host first: a
 //! vgcreate that happened is seen in `vgs` and never repeated.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,6 +16,7 @@ use lvms_journal::{Intent, ObjectRef};
 use super::host::Host;
 use super::node_report::NodeReport;
 use crate::api::{LVMVolumeGroup, NODE_CLEANUP_FINALIZER_PREFIX};
+use crate::api::{RaidHealthStatus, RaidStatus};
 use crate::kube::apply;
 use crate::kube::kinds::Kind;
 use crate::node::discovery::{self, DiscoveryInput, Plan, VgAction};
@@ -26,8 +27,8 @@ use crate::node::report::{
     ExistingVg, LvReport, PhysicalVolume, find_vg, join_vgs, parse_lvs, parse_pvs, parse_vgs,
 };
 use crate::node::resolve::{ResolvedPaths, paths_to_resolve};
-use crate::node::vg_status::{Phase, vg_status};
-use crate::node::{commands, lvmd_config, thin, validate, wipe};
+use crate::node::vg_status::{Phase, raid_status, vg_status};
+use crate::node::{allowlist, commands, lvmd_config, thin, validate, wipe};
 use crate::operator::context::object_ref;
 
 /// What every volume-group actor on this node shares.
@@ -41,12 +42,41 @@ pub struct NodeCtx {
     pub volume_groups: Store<LVMVolumeGroup>,
     /// lvmd.yaml holds every class: one writer at a time.
     pub lvmd_lock: tokio::sync::Mutex<()>,
+    /// `--device-allowlist`: when set, the only devices this node may look at.
+    pub device_allowlist: Option<PathBuf>,
+    /// Replaces LVMS's 30 s requeue (`--reconcile-interval`).
+    pub reconcile_interval: Duration,
 }
 
 pub struct VolumeGroupUnit {
     pub unit: String,
     pub vg: String,
     pub ctx: Arc<NodeCtx>,
+    /// Time spent in host commands during the current pass (passes of one actor are serial).
+    pub host_clock: HostClock,
+}
+
+/// Host command time and count within one pass: the part of a pass that is lvm2's, not ours.
+#[derive(Default)]
+pub struct HostClock(std::sync::Mutex<(Duration, u32)>);
+
+impl HostClock {
+    fn reset(&self) {
+        if let Ok(mut c) = self.0.lock() {
+            *c = (Duration::ZERO, 0);
+        }
+    }
+
+    fn add(&self, d: Duration) {
+        if let Ok(mut c) = self.0.lock() {
+            c.0 += d;
+            c.1 += 1;
+        }
+    }
+
+    pub fn read(&self) -> (Duration, u32) {
+        self.0.lock().map(|c| *c).unwrap_or_default()
+    }
 }
 
 /// The host as one reconcile sees it.
@@ -86,10 +116,20 @@ impl VolumeGroupUnit {
         }
     }
 
+    /// Every host command of this actor goes through here (timed for the pass figures).
+    async fn exec(
+        &self,
+        argv: &[String],
+        ok_codes: &[i32],
+    ) -> Result<super::host::HostOutput, super::host::HostError> {
+        let started = std::time::Instant::now();
+        let out = self.ctx.host.run(argv, ok_codes).await;
+        self.host_clock.add(started.elapsed());
+        out
+    }
+
     async fn run_host(&self, argv: &[String]) -> Result<String, UnitError> {
-        self.ctx
-            .host
-            .run(argv, &[])
+        self.exec(argv, &[])
             .await
             .map(|o| o.stdout)
             .map_err(host_err(
@@ -101,23 +141,20 @@ impl VolumeGroupUnit {
         let lsblk = self.run_host(&commands::lsblk()).await?;
         let mut devices =
             parse_lsblk(&lsblk).map_err(|e| UnitError::retryable("LsblkFailed", e.to_string()))?;
+        if let Some(allowed) = self.allowed_devices()? {
+            allowlist::retain_allowed(&mut devices, &allowed);
+        }
         // lsblk's FSTYPE comes from udev, which containers and CI lack: read the signatures
         // from the devices themselves (blkid exits 2 when there is none).
         let mut probed = BTreeMap::new();
         let knames: Vec<String> = flatten(&devices).keys().cloned().collect();
         for kname in knames {
-            if let Ok(out) = self
-                .ctx
-                .host
-                .run(&commands::blkid_probe(&kname), &[2])
-                .await
-                && let Some(t) = crate::node::lsblk::parse_blkid_export_type(&out.stdout)
-            {
-                probed.insert(kname, t);
+            if let Ok(out) = self.exec(&commands::blkid_probe(&kname), &[2]).await {
+                probed.insert(kname, crate::node::lsblk::parse_blkid_export(&out.stdout));
             }
         }
         tracing::debug!(?probed, "signatures probed with blkid");
-        crate::node::lsblk::apply_probed_fstypes(&mut devices, &probed);
+        crate::node::lsblk::apply_probes(&mut devices, &probed);
         let pvs = parse_pvs(&self.run_host(&commands::pvs(None)).await?)
             .map_err(|e| UnitError::retryable("PvsFailed", e.to_string()))?;
         let vgs = parse_vgs(&self.run_host(&commands::vgs(true)).await?)
@@ -145,11 +182,7 @@ impl VolumeGroupUnit {
                 }
             }
             if dev.device_type == crate::node::lsblk::TYPE_LOOP
-                && let Ok(out) = self
-                    .ctx
-                    .host
-                    .run(&commands::losetup_back_file(kname), &[])
-                    .await
+                && let Ok(out) = self.exec(&commands::losetup_back_file(kname), &[]).await
                 && let Ok(files) = crate::node::lsblk::parse_losetup_back_files(&out.stdout)
                 && let Some(f) = files.into_iter().next()
             {
@@ -163,6 +196,41 @@ impl VolumeGroupUnit {
             resolved,
             loop_back_files,
             holders,
+        })
+    }
+
+    /// The resolved `--device-allowlist`, re-read every pass so devices can be added live.
+    fn allowed_devices(&self) -> Result<Option<BTreeSet<String>>, UnitError> {
+        let Some(path) = &self.ctx.device_allowlist else {
+            return Ok(None);
+        };
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            UnitError::retryable(
+                "DeviceAllowlistUnreadable",
+                format!(
+                    "--device-allowlist {}: {e}; fix the file or drop the flag",
+                    path.display()
+                ),
+            )
+        })?;
+        // A listed path that does not resolve is no device of this node: nothing to allow.
+        Ok(Some(
+            allowlist::parse(&text)
+                .into_iter()
+                .filter_map(|p| std::fs::canonicalize(&p).ok())
+                .map(|p| p.to_string_lossy().into_owned())
+                .collect(),
+        ))
+    }
+
+    /// LVMS's 30 s requeue, or the node's `--reconcile-interval` in its place.
+    fn requeue(&self, after: Option<Duration>) -> Option<Duration> {
+        after.map(|d| {
+            if d == discovery::RECONCILE_INTERVAL {
+                self.ctx.reconcile_interval
+            } else {
+                d
+            }
         })
     }
 
@@ -194,12 +262,7 @@ impl VolumeGroupUnit {
         };
         steps
             .run(spec, || async {
-                let out = self
-                    .ctx
-                    .host
-                    .run(&argv, &[])
-                    .await
-                    .map_err(host_err(action))?;
+                let out = self.exec(&argv, &[]).await.map_err(host_err(action))?;
                 let mut d = match &event {
                     Some((t, r, n)) => event_detail(t, r, n),
                     None => BTreeMap::new(),
@@ -386,14 +449,43 @@ impl VolumeGroupUnit {
         obs: &Observed,
         devices: &FilteredDevices,
     ) {
+        self.set_status_raid(vg, phase, obs, devices, None);
+    }
+
+    fn set_status_raid(
+        &self,
+        vg: &LVMVolumeGroup,
+        phase: Phase,
+        obs: &Observed,
+        devices: &FilteredDevices,
+        raid: Option<RaidStatus>,
+    ) {
         self.ctx.report.set(vg_status(
             &self.vg,
             &vg.spec,
             phase,
             obs.existing.as_ref(),
             devices,
-            None,
+            raid,
         ));
+    }
+
+    /// LVMS `buildRAIDStatus` for RAID classes: `lvs` health of the RAID LVs and missing PVs.
+    async fn raid_health(
+        &self,
+        vg: &LVMVolumeGroup,
+        obs: &Observed,
+    ) -> Result<Option<RaidStatus>, UnitError> {
+        let (Some(rc), Some(existing)) = (&vg.spec.raid_config, &obs.existing) else {
+            return Ok(None);
+        };
+        let lvs = self.lvs(
+            &self
+                .run_host(&commands::lvs(&self.vg).map_err(cmd_err)?)
+                .await?,
+        )?;
+        let all: Vec<_> = lvs.all().cloned().collect();
+        Ok(raid_status(&all, &existing.pvs, rc.raid_type))
     }
 
     /// forceWipeDevicesAndDestroyAllData, once per node (LVMS): dmsetup remove of mappings
@@ -425,7 +517,7 @@ impl VolumeGroupUnit {
                     };
                     steps
                         .run(spec, || async {
-                            match self.ctx.host.run(&argv, &[]).await {
+                            match self.exec(&argv, &[]).await {
                                 Ok(_) => Ok(BTreeMap::from([("argv".into(), argv.join(" "))])),
                                 // Nothing mapped there is what we want.
                                 Err(e) if commands::dmsetup_reference_not_found(&e.to_string()) => {
@@ -537,7 +629,8 @@ impl VolumeGroupUnit {
                 self.host_step(steps, name, argv, None)
                     .await
                     .map_err(|e| warn(EventReason::VGCreateOrExtendFailed, e.message))?;
-                self.finish(steps, vg, Some(requeue_after)).await
+                self.finish(steps, vg, self.requeue(Some(requeue_after)))
+                    .await
             }
             Plan::Steady {
                 remove,
@@ -560,7 +653,7 @@ impl VolumeGroupUnit {
                     .await
                     .map_err(|e| warn(EventReason::DeviceRemovalFailed, e.message))?;
                 }
-                self.finish(steps, vg, requeue_after).await
+                self.finish(steps, vg, self.requeue(requeue_after)).await
             }
         }
     }
@@ -585,7 +678,21 @@ impl VolumeGroupUnit {
         self.write_lvmd(steps, vg).await?;
         let obs = self.observe(vg).await?;
         let filtered = self.filter(vg, &obs);
-        self.set_status(vg, Phase::Ready, &obs, &filtered);
+        let raid = self.raid_health(vg, &obs).await?;
+        self.set_status_raid(vg, Phase::Ready, &obs, &filtered, raid.clone());
+        if let Some(r) = raid.filter(|r| r.status != RaidHealthStatus::Healthy) {
+            // The entry already says Degraded/Failed; the Warning tells people why, every
+            // RAID requeue until it heals (one Event object with a growing count).
+            let mut e = warn(
+                EventReason::RAIDHealthCheckFailed,
+                format!(
+                    "RAID volume group {} is {:?}: {} of {} member(s) degraded",
+                    self.vg, r.status, r.degraded_member_count, r.member_count
+                ),
+            );
+            e.retry_after = Some(discovery::RAID_RECONCILE_INTERVAL);
+            return Err(e);
+        }
         Ok(Pass {
             summary: format!("volume group {} ready", self.vg),
             requeue_after,
@@ -690,10 +797,27 @@ impl Unit for VolumeGroupUnit {
             });
         };
         steps.begin(object_ref(vg.as_ref()));
-        if vg.metadata.deletion_timestamp.is_some() {
-            return self.delete(steps, &vg).await;
-        }
-        self.reconcile_present(steps, &vg).await
+        self.host_clock.reset();
+        let started = std::time::Instant::now();
+        let result = if vg.metadata.deletion_timestamp.is_some() {
+            self.delete(steps, &vg).await
+        } else {
+            self.reconcile_present(steps, &vg).await
+        };
+        let took = started.elapsed();
+        let (host, commands) = self.host_clock.read();
+        // The split the benchmark reports: lvm2 and friends vs lvms itself (journal, API,
+        // decisions).
+        tracing::debug!(
+            volume_group = %self.vg,
+            took_us = took.as_micros() as u64,
+            host_us = host.as_micros() as u64,
+            lvms_us = took.saturating_sub(host).as_micros() as u64,
+            host_commands = commands,
+            ok = result.is_ok(),
+            "volume group pass"
+        );
+        result
     }
 
     /// Read the host before anything is redone: a VG change that happened is recorded as

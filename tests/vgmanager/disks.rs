@@ -55,11 +55,41 @@ impl Disk {
         Self::create(dir, name, size_mb, true)
     }
 
+    /// A disk holding an MBR with one partition entry. Loop devices here have no partition
+    /// scanning, so the kernel shows no partition: only the table tells the disk is in use.
+    pub fn with_partition_table(dir: &Path, name: &str, size_mb: u64) -> Disk {
+        Self::create_with(dir, name, size_mb, false, |f| {
+            use std::io::{Seek, SeekFrom, Write};
+            let mut mbr = [0u8; 512];
+            mbr[440..444].copy_from_slice(&0x1234_5678u32.to_le_bytes());
+            // status, CHS, type 0x83 (Linux), CHS, first LBA 2048, 4096 sectors
+            mbr[446 + 4] = 0x83;
+            mbr[446 + 8..446 + 12].copy_from_slice(&2048u32.to_le_bytes());
+            mbr[446 + 12..446 + 16].copy_from_slice(&4096u32.to_le_bytes());
+            mbr[510] = 0x55;
+            mbr[511] = 0xAA;
+            f.seek(SeekFrom::Start(0)).expect("seek");
+            f.write_all(&mbr).expect("writing the MBR");
+        })
+    }
+
     fn create(dir: &Path, name: &str, size_mb: u64, read_only: bool) -> Disk {
+        Self::create_with(dir, name, size_mb, read_only, |_| {})
+    }
+
+    fn create_with(
+        dir: &Path,
+        name: &str,
+        size_mb: u64,
+        read_only: bool,
+        fill: impl FnOnce(&mut std::fs::File),
+    ) -> Disk {
         std::fs::create_dir_all(dir).expect("disk dir");
         let image = dir.join(format!("{name}.img"));
-        let f = std::fs::File::create(&image).expect("image file");
+        let mut f = std::fs::File::create(&image).expect("image file");
         f.set_len(size_mb << 20).expect("sizing the image");
+        fill(&mut f);
+        drop(f);
         let image_s = image.to_string_lossy().into_owned();
         let mut args = vec!["-f", "--show"];
         if read_only {

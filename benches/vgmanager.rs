@@ -1,0 +1,360 @@
+//! `lvms vg-manager` on real lvm2 and loop devices: the reconcile of one volume group built
+//! from 1, 8 and 32 disks, split into the time spent in host commands (lsblk, blkid, pvs, vgs,
+//! losetup, vgcreate, ...) and the time that is lvms's own (journal appends with their fsyncs,
+//! API calls, parsing and decisions).
+//!
+//!   sudo cargo bench --bench vgmanager        # root: loop devices and lvm2
+//!
+//! One control plane (etcd + kube-apiserver) for the whole run. Per disk count and repeat:
+//! fresh loop devices (64 MiB sparse files), a fresh vg-manager (journal, lvmd.yaml), then an
+//! LVMVolumeGroup naming those disks is created and the bench polls (10 ms) until this node's
+//! LVMVolumeGroupNodeStatus lists it Ready with every disk. vg-manager logs one line per pass
+//! (`volume group pass`: took_us, host_us, lvms_us, host_commands; debug level, JSON); the
+//! figures are the sums over the passes until Ready. lvm2 runs with activation off and no udev
+//! (as in the tests), so vgcreate itself is metadata-only here; on a real node the host share
+//! is larger still.
+//!
+//! Knobs (env): `LVMS_BENCH_DISKS=1,8,32`, `LVMS_BENCH_REPEAT=3` (the median is reported),
+//! `LVMS_BIN`, `LVMS_TEST_BINS`. Work files stay in `$TMPDIR/lvms-bench-vgmanager/<pid>/`;
+//! the table goes to stdout and to `<target>/bench-vgmanager.md`.
+//!
+//! `cargo test --all-targets` also builds and runs this target; without `--bench` it returns
+//! at once.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::{Namespace, Node};
+use kube::Client;
+use kube::api::{Api, PostParams};
+use lvms::api::{LVMVolumeGroup, LVMVolumeGroupNodeStatus, VGStatusType};
+use lvms::dev::operator::{NO_DM_LVM_CONFIG, OperatorProcess, VgManagerOptions};
+use lvms::dev::{ControlPlane, Lifetime, Options};
+use serde_json::{Value, json};
+
+const NAMESPACE: &str = "lvms-bench";
+const NODE: &str = "bench-node";
+const POLL: Duration = Duration::from_millis(10);
+const TIMEOUT: Duration = Duration::from_secs(120);
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+type Result<T> = std::result::Result<T, BoxError>;
+
+fn main() {
+    if !std::env::args().any(|a| a == "--bench") {
+        println!("benches/vgmanager: skipped (not run under `cargo bench`)");
+        return;
+    }
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    if let Err(e) = rt.block_on(bench()) {
+        eprintln!("benches/vgmanager failed: {e}");
+        std::process::exit(1);
+    }
+}
+
+fn env_list(name: &str, default: &[usize]) -> Vec<usize> {
+    match std::env::var(name) {
+        Ok(v) => v
+            .split(',')
+            .map(|s| {
+                s.trim()
+                    .parse()
+                    .unwrap_or_else(|e| panic!("{name}={v:?}: {e}"))
+            })
+            .collect(),
+        Err(_) => default.to_vec(),
+    }
+}
+
+fn lvms_bin() -> PathBuf {
+    std::env::var_os("LVMS_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_lvms")))
+}
+
+fn target_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("current_exe");
+    exe.ancestors()
+        .nth(3)
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from("target"))
+}
+
+fn run(cmd: &str, args: &[&str]) -> Result<String> {
+    let out = Command::new(cmd)
+        .args(args)
+        .env("LVM_SUPPRESS_FD_WARNINGS", "1")
+        .output()
+        .map_err(|e| format!("{cmd}: {e} (install lvm2 and util-linux)"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "{cmd} {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        )
+        .into());
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Loop devices for one measurement; VG, PV labels and devices removed on drop.
+struct Disks {
+    loops: Vec<String>,
+    vg: String,
+}
+
+impl Disks {
+    fn new(dir: &Path, n: usize, vg: &str) -> Result<Disks> {
+        std::fs::create_dir_all(dir)?;
+        let mut d = Disks {
+            loops: Vec::new(),
+            vg: vg.into(),
+        };
+        for i in 0..n {
+            let image = dir.join(format!("disk{i}.img"));
+            std::fs::File::create(&image)?.set_len(64 << 20)?;
+            let dev = run("losetup", &["-f", "--show", &image.to_string_lossy()])?;
+            d.loops.push(dev.trim().to_string());
+        }
+        Ok(d)
+    }
+}
+
+impl Drop for Disks {
+    fn drop(&mut self) {
+        let _ = run("vgremove", &["--config", NO_DM_LVM_CONFIG, "-f", &self.vg]);
+        for l in &self.loops {
+            let _ = run("pvremove", &["--config", NO_DM_LVM_CONFIG, "-ff", "-y", l]);
+            let _ = run("losetup", &["-d", l]);
+        }
+    }
+}
+
+#[derive(Clone, Copy, Default)]
+struct Sample {
+    wall: Duration,
+    took: Duration,
+    host: Duration,
+    lvms: Duration,
+    passes: u32,
+    commands: u64,
+}
+
+impl Sample {
+    fn share(&self) -> f64 {
+        100.0 * self.lvms.as_secs_f64() / self.took.as_secs_f64().max(1e-9)
+    }
+}
+
+async fn bench() -> Result<()> {
+    for tool in ["losetup", "vgcreate", "lsblk", "blkid"] {
+        if run("sh", &["-c", &format!("command -v {tool}")]).is_err() {
+            return Err(
+                format!("{tool} is missing: apt-get install -y lvm2 util-linux (as root)").into(),
+            );
+        }
+    }
+    if !Path::new("/dev/loop-control").exists() {
+        return Err(
+            "/dev/loop-control is missing: run as root on a host or privileged container".into(),
+        );
+    }
+    let counts = env_list("LVMS_BENCH_DISKS", &[1, 8, 32]);
+    let repeat = env_list("LVMS_BENCH_REPEAT", &[3])[0].max(1);
+    let bin = lvms_bin();
+    let work = std::env::temp_dir()
+        .join("lvms-bench-vgmanager")
+        .join(std::process::id().to_string());
+    println!("lvms: {}", bin.display());
+    println!("work dir (logs, journals, images): {}", work.display());
+
+    let mut opts = Options::new(work.join("cp"), Lifetime::DieWithParent);
+    opts.bin_dir = lvms::dev::control_plane::bin_dir();
+    opts.controller_manager = false;
+    let cp = ControlPlane::start(opts).await?;
+    let client = cp.client().await?;
+    lvms::dev::crds::install_crds(&client, Duration::from_secs(60)).await?;
+    let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": NAMESPACE}}))?;
+    Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &ns)
+        .await?;
+    let node: Node = serde_json::from_value(json!({"metadata": {
+        "name": NODE, "labels": {"kubernetes.io/hostname": NODE}}}))?;
+    Api::<Node>::all(client.clone())
+        .create(&PostParams::default(), &node)
+        .await?;
+
+    let mut rows = Vec::new();
+    for &n in &counts {
+        let mut samples = Vec::new();
+        for r in 0..repeat {
+            let dir = work.join(format!("{n}d-{r}"));
+            let s = measure(&client, &cp, &bin, &dir, n, r).await?;
+            println!(
+                "{n:>3} disk(s) run {r}: wall {:>6.1} ms, passes {:>6.1} ms = host {:>6.1} ms + lvms {:>5.1} ms ({:.1} %), {} pass(es), {} host commands",
+                ms(s.wall),
+                ms(s.took),
+                ms(s.host),
+                ms(s.lvms),
+                s.share(),
+                s.passes,
+                s.commands
+            );
+            samples.push(s);
+        }
+        samples.sort_by_key(|s| s.took);
+        rows.push((n, samples[samples.len() / 2]));
+    }
+    let report = render(&rows, repeat);
+    println!("\n{report}");
+    let out = target_dir().join("bench-vgmanager.md");
+    std::fs::write(&out, &report)?;
+    println!("written to {}", out.display());
+    drop(cp);
+    let _ = std::fs::remove_dir_all(&work);
+    Ok(())
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+async fn measure(
+    client: &Client,
+    cp: &ControlPlane,
+    bin: &Path,
+    dir: &Path,
+    n: usize,
+    r: usize,
+) -> Result<Sample> {
+    let vg = format!("bench{n}x{r}p{}", std::process::id());
+    let disks = Disks::new(&dir.join("disks"), n, &vg)?;
+    let mut vm = OperatorProcess::start_vg_manager(&VgManagerOptions {
+        bin: bin.to_path_buf(),
+        kubeconfig: cp.kubeconfig.clone(),
+        namespace: NAMESPACE.into(),
+        node: NODE.into(),
+        dir: dir.join("node"),
+        lvm_config: NO_DM_LVM_CONFIG.into(),
+        env: vec![
+            ("LVMS_LOG_FORMAT".into(), "json".into()),
+            (
+                "RUST_LOG".into(),
+                "info,lvms::vgmanager::volume_group=debug".into(),
+            ),
+        ],
+    })?;
+    wait_ready(&vm).await?;
+
+    let vgs: Api<LVMVolumeGroup> = Api::namespaced(client.clone(), NAMESPACE);
+    let obj: LVMVolumeGroup = serde_json::from_value(json!({
+        "apiVersion": "lvm.topolvm.io/v1alpha1", "kind": "LVMVolumeGroup",
+        "metadata": {"name": vg, "namespace": NAMESPACE},
+        "spec": {"deviceSelector": {"paths": disks.loops}}
+    }))?;
+    let started = Instant::now();
+    vgs.create(&PostParams::default(), &obj).await?;
+    let statuses: Api<LVMVolumeGroupNodeStatus> = Api::namespaced(client.clone(), NAMESPACE);
+    let wall = loop {
+        if let Some(ns) = statuses.get_opt(NODE).await?
+            && ns.spec.lvm_vg_status.iter().any(|e| {
+                e.name == vg && e.status == Some(VGStatusType::Ready) && e.devices.len() == n
+            })
+        {
+            break started.elapsed();
+        }
+        if started.elapsed() > TIMEOUT {
+            return Err(format!(
+                "{vg} not Ready with {n} disks in {TIMEOUT:?}; log {}",
+                vm.log_text()
+            )
+            .into());
+        }
+        tokio::time::sleep(POLL).await;
+    };
+    // Let the pass that reported Ready log its line.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let sample = passes(&vm.log_text(), &vg, wall)?;
+    vm.terminate(Duration::from_secs(10));
+    // The VG goes with the disks; the object is dropped without a vg-manager to clean up.
+    let _ = lvms::kube::apply::edit_finalizers(
+        client,
+        lvms::kube::kinds::Kind::VolumeGroup,
+        NAMESPACE,
+        &vg,
+        |f| f.clear(),
+    )
+    .await;
+    let _ = vgs.delete(&vg, &Default::default()).await;
+    drop(disks);
+    Ok(sample)
+}
+
+async fn wait_ready(vm: &OperatorProcess) -> Result<()> {
+    let started = Instant::now();
+    while started.elapsed() < TIMEOUT {
+        if matches!(vm.diagnostics_get("/readyz"), Ok((200, _))) {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    Err(format!("vg-manager not ready; log:\n{}", vm.log_text()).into())
+}
+
+/// Sums the `volume group pass` lines of `vg` in vg-manager's JSON log.
+fn passes(log: &str, vg: &str, wall: Duration) -> Result<Sample> {
+    let mut s = Sample {
+        wall,
+        ..Default::default()
+    };
+    for line in log.lines() {
+        let Ok(v) = serde_json::from_str::<Value>(line) else {
+            continue;
+        };
+        let f = &v["fields"];
+        if f["message"] != "volume group pass" || f["volume_group"] != vg {
+            continue;
+        }
+        let us = |k: &str| Duration::from_micros(f[k].as_u64().unwrap_or(0));
+        s.took += us("took_us");
+        s.host += us("host_us");
+        s.lvms += us("lvms_us");
+        s.commands += f["host_commands"].as_u64().unwrap_or(0);
+        s.passes += 1;
+    }
+    if s.passes == 0 {
+        return Err(format!("no `volume group pass` line for {vg} in the vg-manager log").into());
+    }
+    Ok(s)
+}
+
+fn render(rows: &[(usize, Sample)], repeat: usize) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "| disks | create → Ready ms | passes ms | host commands ms | lvms ms | lvms share | passes | host commands |"
+    );
+    let _ = writeln!(out, "|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for (n, s) in rows {
+        let _ = writeln!(
+            out,
+            "| {n} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} % | {} | {} |",
+            ms(s.wall),
+            ms(s.took),
+            ms(s.host),
+            ms(s.lvms),
+            s.share(),
+            s.passes,
+            s.commands
+        );
+    }
+    let _ = writeln!(
+        out,
+        "\n(median of {repeat} run(s) by pass time; lvm2 with activation off, no udev)"
+    );
+    out
+}
