@@ -1,8 +1,9 @@
 # The two commands the README promises:
 #   make demo   - local control plane + lvms CRDs + the samples, printed, then torn down
+#   make traces - the demo with a local Jaeger receiving its traces
 #   make test   - every test (builds the Go test peers once into ~/.cache/lvms-test-bins)
 SHELL := /bin/bash
-.PHONY: test lint demo test-bins crds
+.PHONY: test lint demo traces test-bins crds
 
 test-bins:
 	@deploy/dev/build-test-bins.sh >/dev/null
@@ -20,3 +21,6 @@ crds:
 
 demo: test-bins
 	deploy/dev/demo.sh
+
+traces: test-bins
+	deploy/dev/traces.sh

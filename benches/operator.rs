@@ -22,7 +22,9 @@
 //!
 //! Knobs (env): `LVMS_BENCH_NODES=10,100,1000`, `LVMS_BENCH_CLASSES=1,3`,
 //! `LVMS_BENCH_STEADY_SECS=10`, `LVMS_BENCH_OPERATOR_LOG=info` (the operator's RUST_LOG),
-//! `LVMS_BENCH_BARE_NODES=1` (Nodes with a name and one label only), `LVMS_BIN` (the `lvms`
+//! `LVMS_BENCH_BARE_NODES=1` (Nodes with a name and one label only),
+//! `LVMS_BENCH_TRACING=off|on|off,on` (export spans over OTLP/HTTP to a local Jaeger; both
+//! modes add an overhead table), `LVMS_BENCH_REPEAT=1`, `LVMS_BIN` (the `lvms`
 //! binary), `LVMS_TEST_BINS` (etcd, kube-apiserver). Logs and journals stay in
 //! `$TMPDIR/lvms-bench-operator/<pid>/`; the tables go to stdout and to
 //! `<target>/bench-operator.md`.
@@ -122,6 +124,8 @@ fn target_dir() -> PathBuf {
 struct Row {
     classes: usize,
     nodes: usize,
+    /// Spans exported over OTLP/HTTP (to a local Jaeger) during the run.
+    traced: bool,
     node_bytes: usize,
     create_nodes: Duration,
     operator_ready: Duration,
@@ -161,17 +165,45 @@ async fn bench() -> Result<()> {
     println!("control-plane binaries: {}", bins.display());
     println!("work dir (logs, journals): {}", work.display());
 
+    // Traces: off (no exporter; spans still get ids), on (OTLP/HTTP to a local Jaeger), or both
+    // to measure the overhead of exporting.
+    let modes: Vec<bool> = std::env::var("LVMS_BENCH_TRACING")
+        .unwrap_or_else(|_| "off".into())
+        .split(',')
+        .map(|m| m.trim() == "on")
+        .collect();
+    let repeat = env_list("LVMS_BENCH_REPEAT", &[1])[0].max(1);
+    let jaeger = if modes.contains(&true) {
+        let j = lvms::dev::jaeger::Jaeger::start(&work.join("jaeger"), Lifetime::DieWithParent)?;
+        println!("jaeger: OTLP {}", j.otlp_endpoint());
+        Some(j)
+    } else {
+        None
+    };
+
     let mut rows = Vec::new();
     for &n in &nodes {
         for &c in &classes {
-            let dir = work.join(format!("{c}c-{n}n"));
-            let row = run_config(&bin, &bins, &dir, c, n, steady).await?;
-            print_row(&row);
-            rows.push(row);
+            for r in 0..repeat {
+                for &traced in &modes {
+                    let tag = if traced { "traced" } else { "plain" };
+                    let dir = work.join(format!("{c}c-{n}n-{tag}-{r}"));
+                    let otlp = jaeger
+                        .as_ref()
+                        .filter(|_| traced)
+                        .map(|j| j.otlp_endpoint());
+                    let row = run_config(&bin, &bins, &dir, c, n, steady, otlp).await?;
+                    print_row(&row);
+                    rows.push(row);
+                }
+            }
         }
     }
 
-    let report = render(&rows, steady);
+    let mut report = render(&rows, steady);
+    if modes.len() > 1 {
+        report.push_str(&render_tracing_overhead(&rows));
+    }
     println!("\n{report}");
     let out = target_dir().join("bench-operator.md");
     std::fs::write(&out, &report)?;
@@ -186,8 +218,16 @@ async fn run_config(
     classes: usize,
     nodes: usize,
     steady: Duration,
+    otlp: Option<String>,
 ) -> Result<Row> {
-    println!("\n== {classes} class(es) × {nodes} nodes ==");
+    println!(
+        "\n== {classes} class(es) × {nodes} nodes{} ==",
+        if otlp.is_some() {
+            ", traces exported"
+        } else {
+            ""
+        }
+    );
     let mut opts = Options::new(dir.join("cp"), Lifetime::DieWithParent);
     opts.bin_dir = bins.to_path_buf();
     opts.controller_manager = false;
@@ -220,10 +260,16 @@ async fn run_config(
         namespace: NAMESPACE.into(),
         journal_dir: dir.join("journal"),
         log: log.clone(),
-        env: vec![(
-            "RUST_LOG".into(),
+        env: [(
+            "RUST_LOG".to_string(),
             std::env::var("LVMS_BENCH_OPERATOR_LOG").unwrap_or_else(|_| "info".into()),
-        )],
+        )]
+        .into_iter()
+        .chain(
+            otlp.iter()
+                .map(|e| ("OTEL_EXPORTER_OTLP_ENDPOINT".to_string(), e.clone())),
+        )
+        .collect(),
         args: vec!["--log-format".into(), "json".into()],
     })?;
     let t = Instant::now();
@@ -304,6 +350,7 @@ async fn run_config(
     Ok(Row {
         classes,
         nodes,
+        traced: otlp.is_some(),
         node_bytes,
         create_nodes,
         operator_ready,
@@ -855,11 +902,53 @@ fn print_row(r: &Row) {
 
 fn config(r: &Row) -> String {
     format!(
-        "{} class{} × {} nodes",
+        "{} class{} × {} nodes{}",
         r.classes,
         if r.classes == 1 { "" } else { "es" },
-        r.nodes
+        r.nodes,
+        if r.traced { ", traced" } else { "" }
     )
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or(0.0)
+}
+
+/// Export on vs off per configuration: medians of convergence time and of the operator's
+/// CPU time to converge.
+fn render_tracing_overhead(rows: &[Row]) -> String {
+    let mut s = String::from(
+        "\n| config | runs | convergence ms off → on | overhead | operator CPU ms off → on | overhead |\n|---|---:|---:|---:|---:|---:|\n",
+    );
+    let mut configs: Vec<(usize, usize)> = rows.iter().map(|r| (r.classes, r.nodes)).collect();
+    configs.dedup();
+    for (c, n) in configs {
+        let pick = |traced: bool, f: fn(&Row) -> f64| {
+            median(
+                rows.iter()
+                    .filter(|r| r.classes == c && r.nodes == n && r.traced == traced)
+                    .map(f)
+                    .collect(),
+            )
+        };
+        let conv = |r: &Row| r.convergence.as_secs_f64() * 1000.0;
+        let cpu = |r: &Row| r.converge_cpu_ms;
+        let (c0, c1) = (pick(false, conv), pick(true, conv));
+        let (p0, p1) = (pick(false, cpu), pick(true, cpu));
+        let runs = rows
+            .iter()
+            .filter(|r| r.classes == c && r.nodes == n && r.traced)
+            .count();
+        let pct = |a: f64, b: f64| 100.0 * (b - a) / a.max(1e-9);
+        let _ = writeln!(
+            s,
+            "| {c} class(es) × {n} nodes | {runs} | {c0:.0} → {c1:.0} | {:+.1} % | {p0:.0} → {p1:.0} | {:+.1} % |",
+            pct(c0, c1),
+            pct(p0, p1)
+        );
+    }
+    s
 }
 
 fn render(rows: &[Row], steady: Duration) -> String {

@@ -7,4 +7,5 @@ pub mod kube;
 pub mod node;
 pub mod operator;
 pub mod runtime;
+pub mod telemetry;
 pub mod vgmanager;

@@ -17,8 +17,10 @@ use ractor::{Actor, ActorRef};
 use tokio::task::JoinHandle;
 
 use crate::operator::diagnostics::{self, ReadyCheck};
+use crate::telemetry::metrics::MetricsText;
 
-/// `/healthz` + `/readyz`: ready once the caches are synced, until supervision gives up.
+/// `/healthz` + `/readyz`: ready once the caches are synced, until supervision gives up;
+/// `/metrics`: the process's registry.
 pub struct Diagnostics {
     pub supervision: Readiness,
     synced: Arc<AtomicBool>,
@@ -26,7 +28,7 @@ pub struct Diagnostics {
 }
 
 impl Diagnostics {
-    pub async fn start(addr: SocketAddr) -> anyhow::Result<Self> {
+    pub async fn start(addr: SocketAddr, metrics: MetricsText) -> anyhow::Result<Self> {
         let supervision = Readiness::default();
         let synced = Arc::new(AtomicBool::new(false));
         let ready: ReadyCheck = {
@@ -43,7 +45,7 @@ impl Diagnostics {
         let listener = diagnostics::bind(addr)
             .await
             .with_context(|| format!("--diagnostics-addr {addr}"))?;
-        let task = tokio::spawn(diagnostics::serve(listener, ready));
+        let task = tokio::spawn(diagnostics::serve(listener, ready, metrics));
         Ok(Diagnostics {
             supervision,
             synced,
@@ -113,7 +115,7 @@ impl UnitWiring {
             trigger,
             publisher: None,
             on_pass: Some(self.on_pass.clone()),
-            trace: None,
+            trace: Some(crate::telemetry::otel::hooks()),
             debounce: self.debounce,
         };
         ChildSpec {

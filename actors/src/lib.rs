@@ -24,7 +24,9 @@ pub use publisher::{
 };
 pub use steps::{PASS_ACTION, StepSpec, Steps, event_detail};
 pub use supervisor::{
-    ChildSpec, Readiness, RestartPolicy, Supervisor, SupervisorArgs, SupervisorMsg,
+    ChildSpec, Readiness, RestartHook, RestartPolicy, Supervisor, SupervisorArgs, SupervisorMsg,
 };
 pub use trigger::Trigger;
-pub use unit::{Pass, PassHook, TraceSource, Unit, UnitActor, UnitArgs, UnitMsg};
+pub use unit::{
+    Pass, PassHook, PassReport, TraceHooks, TraceSource, Unit, UnitActor, UnitArgs, UnitMsg,
+};

@@ -13,6 +13,8 @@ use std::time::Instant;
 
 use lvms_journal::{Intent, Journal, ObjectRef, OutcomeResult, Seq, Trace};
 
+use tracing::Instrument;
+
 use crate::error::UnitError;
 use crate::faults;
 
@@ -60,6 +62,8 @@ pub struct Steps {
     unit: Arc<str>,
     epoch: Arc<AtomicU64>,
     trace: Trace,
+    /// Ids of the span current at each append (a step's span), when tracing is wired.
+    hooks: Option<crate::unit::TraceSource>,
     pass: Arc<Mutex<PassState>>,
 }
 
@@ -81,7 +85,25 @@ impl Steps {
             unit,
             epoch,
             trace,
+            hooks: None,
             pass: Arc::new(Mutex::new(pass)),
+        }
+    }
+
+    pub(crate) fn with_hooks(mut self, hooks: Option<crate::unit::TraceSource>) -> Self {
+        self.hooks = hooks;
+        self
+    }
+
+    /// The trace ids for a record appended now: the current span's when tracing is wired,
+    /// else the pass's.
+    fn record_trace(&self) -> Trace {
+        match &self.hooks {
+            Some(h) => {
+                let t = h.current();
+                if t == Trace::default() { self.trace } else { t }
+            }
+            None => self.trace,
         }
     }
 
@@ -94,11 +116,14 @@ impl Steps {
     }
 
     pub fn trace(&self) -> Trace {
-        self.trace
+        self.record_trace()
     }
 
     /// The object this pass reconciles (the LVMCluster); Events of the pass regard it.
     pub fn begin(&self, subject: ObjectRef) {
+        let span = tracing::Span::current();
+        span.record("object", tracing::field::display(&subject));
+        span.record("generation", subject.generation);
         if let Ok(mut p) = self.pass.lock() {
             p.subject = Some(subject);
         }
@@ -141,7 +166,7 @@ impl Steps {
         let intent = self.intent(subject, PASS_ACTION, "", key);
         let seq = self
             .journal
-            .append_intent(intent, self.trace)
+            .append_intent(intent, self.record_trace())
             .map_err(UnitError::journal)?;
         p.seq = Some(seq);
         Ok(seq)
@@ -159,12 +184,38 @@ impl Steps {
         Fut: Future<Output = Result<BTreeMap<String, String>, UnitError>>,
     {
         self.open_pass()?;
+        // The step's span: its id goes on the step's Intent and Outcome.
+        let span = tracing::info_span!(
+            "step",
+            otel.name = format!("{} {}", spec.action, spec.object.kind),
+            action = %spec.action,
+            object = %spec.object,
+            otel.status_code = tracing::field::Empty,
+            error.message = tracing::field::Empty,
+        );
+        let result = self.run_step(spec, effect).instrument(span.clone()).await;
+        if let Err(e) = &result {
+            span.record("otel.status_code", "ERROR");
+            span.record("error.message", tracing::field::display(e));
+        }
+        result
+    }
+
+    async fn run_step<F, Fut>(
+        &self,
+        spec: StepSpec,
+        effect: F,
+    ) -> Result<BTreeMap<String, String>, UnitError>
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<BTreeMap<String, String>, UnitError>>,
+    {
         let key = spec.idempotency_key(&self.unit);
         let action = spec.action.clone();
         let intent = self.intent(spec.object, &spec.action, &spec.desired_digest, key);
         let seq = self
             .journal
-            .append_intent(intent, self.trace)
+            .append_intent(intent, self.record_trace())
             .map_err(UnitError::journal)?;
         faults::crash_point_in(faults::INTENT_DURABLE, &self.unit, &action);
         let started = Instant::now();
@@ -199,7 +250,7 @@ impl Steps {
             },
         };
         self.journal
-            .append_outcome(seq, outcome, started.elapsed(), self.trace)
+            .append_outcome(seq, outcome, started.elapsed(), self.record_trace())
             .map_err(UnitError::journal)
     }
 }

@@ -67,10 +67,14 @@ impl Readiness {
     }
 }
 
+/// Told the child's name each time a crashed child is scheduled for a restart (metrics).
+pub type RestartHook = Arc<dyn Fn(&str) + Send + Sync>;
+
 pub struct SupervisorArgs {
     pub children: Vec<ChildSpec>,
     pub policy: RestartPolicy,
     pub readiness: Readiness,
+    pub on_restart: Option<RestartHook>,
 }
 
 pub struct Supervisor;
@@ -263,6 +267,9 @@ impl Supervisor {
             return;
         }
         state.restart_count += 1;
+        if let Some(hook) = &state.args.on_restart {
+            hook(&name);
+        }
         warn!(child = %name, reason = why, restarts = state.restarts.len(), "child exited; restarting");
         myself.send_after(policy.delay, move || SupervisorMsg::Restart(i));
     }

@@ -16,12 +16,26 @@ struct Inner {
     pending: AtomicBool,
     bumps: AtomicU64,
     reason: Mutex<String>,
+    /// W3C traceparent of the first traced bump since the last pass started: the change that
+    /// began the burst is the one the pass continues.
+    traceparent: Mutex<Option<String>>,
     target: Mutex<Option<ActorRef<UnitMsg>>>,
 }
 
 impl Trigger {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Ask for a pass that continues the trace `traceparent` (a W3C header value).
+    pub fn bump_traced(&self, reason: &str, traceparent: Option<&str>) {
+        if let Some(tp) = traceparent
+            && let Ok(mut t) = self.0.traceparent.lock()
+            && t.is_none()
+        {
+            *t = Some(tp.to_string());
+        }
+        self.bump(reason);
     }
 
     /// Ask for a pass. Cheap and idempotent while one is already queued.
@@ -57,9 +71,12 @@ impl Trigger {
         self.send();
     }
 
-    /// Called at the start of a pass: later bumps queue a new pass. Returns the last reason.
-    pub(crate) fn take(&self) -> String {
+    /// Called at the start of a pass: later bumps queue a new pass. Returns the last reason
+    /// and the trace to continue, if a bump carried one.
+    pub(crate) fn take(&self) -> (String, Option<String>) {
         self.0.pending.store(false, Ordering::Release);
-        self.0.reason.lock().map(|r| r.clone()).unwrap_or_default()
+        let reason = self.0.reason.lock().map(|r| r.clone()).unwrap_or_default();
+        let traceparent = self.0.traceparent.lock().ok().and_then(|mut t| t.take());
+        (reason, traceparent)
     }
 }

@@ -42,6 +42,12 @@ pub trait Unit: Send + Sync + 'static {
         intent: &Intent,
         steps: &Steps,
     ) -> impl Future<Output = Result<BTreeMap<String, String>, UnitError>> + Send;
+
+    /// A W3C traceparent this unit's next pass should continue when its trigger carries
+    /// none (vg-manager: the one the operator wrote on the LVMVolumeGroup).
+    fn traceparent(&self) -> Option<String> {
+        None
+    }
 }
 
 #[derive(Debug)]
@@ -49,10 +55,31 @@ pub enum UnitMsg {
     Run,
 }
 
-/// Hook run after a pass whose outcome was journaled (the operator bumps the status unit).
-pub type PassHook = Arc<dyn Fn(&str) + Send + Sync>;
-/// Trace context for a new pass (OpenTelemetry when enabled, zeros otherwise).
-pub type TraceSource = Arc<dyn Fn() -> Trace + Send + Sync>;
+/// What every pass reports to the [`PassHook`] (metrics, the operator's status wake-up).
+#[derive(Debug, Clone, Copy)]
+pub struct PassReport<'a> {
+    pub unit: &'a str,
+    pub ok: bool,
+    /// The error's reason when the pass failed.
+    pub reason: Option<&'a str>,
+    pub duration: Duration,
+    /// Whether the pass wrote an Outcome (steps ran or health changed).
+    pub journaled: bool,
+}
+
+/// Hook run after every pass.
+pub type PassHook = Arc<dyn Fn(&PassReport<'_>) + Send + Sync>;
+
+/// The tracing backend as the actors see it (OpenTelemetry in the binary; this crate stays
+/// free of it).
+pub trait TraceHooks: Send + Sync + 'static {
+    /// Trace and span id of the current span (zeros when tracing is off).
+    fn current(&self) -> Trace;
+    /// Make `span` a child of the remote span in a W3C `traceparent`.
+    fn adopt(&self, span: &tracing::Span, traceparent: &str);
+}
+
+pub type TraceSource = Arc<dyn TraceHooks>;
 
 pub struct UnitArgs<U> {
     pub unit: Arc<U>,
@@ -146,11 +173,34 @@ impl<U: Unit> Actor for UnitActor<U> {
         match msg {
             UnitMsg::Run => {
                 tokio::time::sleep(state.args.debounce).await;
-                let trigger = state.args.trigger.take();
+                let (trigger, traceparent) = state.args.trigger.take();
                 state.passes += 1;
                 faults::panic_point(state.args.unit.name(), state.passes);
-                let trace = state.args.trace.as_ref().map(|f| f()).unwrap_or_default();
-                let span = info_span!("reconcile", unit = state.args.unit.name(), trigger = %trigger, trace_id = %trace.trace_id);
+                let unit = state.args.unit.name();
+                // One root span per pass, unless the change that woke us carries a trace.
+                let span = info_span!(
+                    parent: None,
+                    "reconcile",
+                    otel.name = format!("reconcile {unit}"),
+                    unit,
+                    trigger = %trigger,
+                    object = tracing::field::Empty,
+                    generation = tracing::field::Empty,
+                    trace_id = tracing::field::Empty,
+                    otel.status_code = tracing::field::Empty,
+                    error.message = tracing::field::Empty,
+                );
+                let trace = match &state.args.trace {
+                    Some(hooks) => {
+                        if let Some(tp) = traceparent.or_else(|| state.args.unit.traceparent()) {
+                            hooks.adopt(&span, &tp);
+                        }
+                        let trace = span.in_scope(|| hooks.current());
+                        span.record("trace_id", tracing::field::display(trace.trace_id));
+                        trace
+                    }
+                    None => Trace::default(),
+                };
                 run_pass(state, trace).instrument(span).await;
             }
         }
@@ -236,8 +286,15 @@ async fn run_pass<U: Unit>(state: &mut UnitState<U>, trace: Trace) {
         a.epoch.clone(),
         trace,
         state.resumed.take(),
-    );
+    )
+    .with_hooks(a.trace.clone());
+    let started = Instant::now();
     let result = a.unit.reconcile(&steps).await;
+    if let Err(e) = &result {
+        let span = tracing::Span::current();
+        span.record("otel.status_code", "ERROR");
+        span.record("error.message", tracing::field::display(e));
+    }
     let health = match &result {
         Ok(p) => (true, p.summary.clone()),
         Err(e) => (false, e.to_string()),
@@ -255,9 +312,15 @@ async fn run_pass<U: Unit>(state: &mut UnitState<U>, trace: Trace) {
         if let Some(p) = &a.publisher {
             let _ = p.send_message(PublisherMsg::Outcome(seq));
         }
-        if let Some(hook) = &a.on_pass {
-            hook(&name);
-        }
+    }
+    if let Some(hook) = &a.on_pass {
+        hook(&PassReport {
+            unit: &name,
+            ok: result.is_ok(),
+            reason: result.as_ref().err().map(|e| e.reason.as_str()),
+            duration: started.elapsed(),
+            journaled: journaled.is_some(),
+        });
     }
     match result {
         Ok(pass) => {

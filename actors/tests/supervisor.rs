@@ -25,6 +25,7 @@ async fn a_panicking_child_is_restarted_and_runs_again() {
     let trigger = Trigger::new();
     let readiness = Readiness::default();
     let spawned = Spawned::default();
+    let restarted = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
     let (sup, handle) = Actor::spawn(
         None,
         Supervisor,
@@ -36,6 +37,12 @@ async fn a_panicking_child_is_restarted_and_runs_again() {
             )],
             policy: policy(),
             readiness: readiness.clone(),
+            on_restart: Some({
+                let restarted = restarted.clone();
+                std::sync::Arc::new(move |child: &str| {
+                    restarted.lock().unwrap().push(child.to_string())
+                })
+            }),
         },
     )
     .await
@@ -69,6 +76,11 @@ async fn a_panicking_child_is_restarted_and_runs_again() {
     settle().await;
     assert_eq!(unit.passes(), 3);
     assert_eq!(spawned.lock().unwrap().len(), 2, "no further restarts");
+    assert_eq!(
+        *restarted.lock().unwrap(),
+        ["flaky"],
+        "the restart hook ran once"
+    );
     assert_eq!(sup.get_status(), ActorStatus::Running);
     assert_eq!(sup.get_children().len(), 1, "one live child");
     assert_eq!(readiness.check(), Ok(()));
@@ -105,6 +117,7 @@ async fn a_crash_looping_child_exceeds_the_restart_intensity() {
             ],
             policy: policy(),
             readiness: readiness.clone(),
+            on_restart: None,
         },
     )
     .await
@@ -145,6 +158,7 @@ async fn children_added_at_run_time_are_supervised_and_a_stopped_one_is_not_rest
             children: vec![],
             policy: policy(),
             readiness: Readiness::default(),
+            on_restart: None,
         },
     )
     .await

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Builds the upstream test peers (etcd, kube-apiserver, kube-controller-manager) from their
-# Go modules into a cache outside the repo, once per version. Go is only a build tool here.
+# Builds the upstream test peers (etcd, kube-apiserver, kube-controller-manager, Jaeger) from
+# their Go modules into a cache outside the repo, once per version. Go is only a build tool here.
 #
 #   deploy/dev/build-test-bins.sh          # prints the bin directory on success
 #
-# Env: LVMS_K8S_VERSION (v1.36.3), LVMS_ETCD_VERSION (v3.6.16), LVMS_TEST_BINS_CACHE
+# Env: LVMS_K8S_VERSION (v1.36.3), LVMS_ETCD_VERSION (v3.6.16), LVMS_JAEGER_VERSION (v1.76.0,
+# the module version of Jaeger v2.13.0), LVMS_TEST_BINS_CACHE
 # (~/.cache/lvms-test-bins). Exits non-zero with the fix when Go is missing or a build fails.
 set -euo pipefail
 
@@ -13,12 +14,14 @@ ETCD=${LVMS_ETCD_VERSION:-v3.6.16}
 CACHE=${LVMS_TEST_BINS_CACHE:-$HOME/.cache/lvms-test-bins}
 DIR=$CACHE/k8s-$K8S-etcd-$ETCD
 BIN=$DIR/bin
+JAEGER=${LVMS_JAEGER_VERSION:-v1.76.0}
+JDIR=$CACHE/jaeger-$JAEGER
 
 die() { echo "build-test-bins: $*" >&2; exit 1; }
 command -v go >/dev/null || die "no Go toolchain on PATH: install Go >= 1.26 (apt-get install golang-go is too old; use the machine's Go) and rerun"
 command -v python3 >/dev/null || die "python3 is needed to read the kubernetes go.mod: apt-get install -y python3"
 
-if [ -x "$BIN/etcd" ] && [ -x "$BIN/kube-apiserver" ] && [ -x "$BIN/kube-controller-manager" ]; then
+if [ -x "$BIN/etcd" ] && [ -x "$BIN/kube-apiserver" ] && [ -x "$BIN/kube-controller-manager" ] && [ -x "$JDIR/bin/jaeger" ]; then
   echo "$BIN"; exit 0
 fi
 
@@ -61,5 +64,25 @@ for r in json.load(sys.stdin).get("Replace") or []:
     mv "$DIR/k8s/out/kube-apiserver" "$DIR/k8s/out/kube-controller-manager" "$BIN/"
   ) >>"$log" 2>&1 || die "kubernetes build failed; last lines of $log:
 $(tail -20 "$log")"
+fi
+if [ ! -x "$JDIR/bin/jaeger" ]; then
+  mkdir -p "$JDIR/bin"
+  jlog=$JDIR/build.log
+  : >"$jlog"
+  echo "build-test-bins: building jaeger $JAEGER (log: $jlog)" >&2
+  (
+    cd "$JDIR"
+    # The v2 tags are not served under this module path; v1.76.0 is v2.13.0. sum.golang.org
+    # answers 404 for some of its OpenTelemetry collector modules, so those two prefixes are
+    # taken from the proxy without the checksum database.
+    export GONOSUMDB=go.opentelemetry.io/collector,github.com/open-telemetry/opentelemetry-collector-contrib
+    [ -f go.mod ] || go mod init local/lvms-jaeger-bin
+    go get -tool "github.com/jaegertracing/jaeger/cmd/jaeger@$JAEGER"
+    # Jaeger's own go.mod pins sarama by a replace, which a dependency's go.mod cannot carry.
+    go mod edit -replace=github.com/Shopify/sarama=github.com/Shopify/sarama@v1.33.0
+    go build -p 2 -trimpath -ldflags "-s -w" -o "$JDIR/bin/jaeger.tmp" github.com/jaegertracing/jaeger/cmd/jaeger
+    mv "$JDIR/bin/jaeger.tmp" "$JDIR/bin/jaeger"
+  ) >>"$jlog" 2>&1 || die "jaeger build failed; last lines of $jlog:
+$(tail -20 "$jlog")"
 fi
 echo "$BIN"

@@ -24,7 +24,7 @@ mod time;
 mod verify;
 
 pub use error::{CorruptRecord, JournalError, Result, StoreError};
-pub use journal::{Clock, FlushPolicy, Journal, JournalConfig};
+pub use journal::{AppendObserver, Clock, FlushPolicy, Journal, JournalConfig};
 pub use projection::{Projection, Rebuilt};
 pub use record::*;
 pub use render::{Entry, Filter, ObjectFilter};

@@ -346,3 +346,26 @@ fn object_filter_parsing() {
     assert!("justkind".parse::<ObjectFilter>().is_err());
     assert!("00".parse::<TraceId>().is_err());
 }
+
+#[test]
+fn the_append_observer_sees_each_append_and_whether_it_flushed() {
+    let dir = tmp();
+    let j = Journal::open_with(dir.path(), config(FlushPolicy::Every(2))).unwrap();
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let sink = seen.clone();
+    assert!(
+        j.set_append_observer(std::sync::Arc::new(move |took, flushed| {
+            sink.lock().unwrap().push((took, flushed));
+        }))
+    );
+    assert!(
+        !j.set_append_observer(std::sync::Arc::new(|_, _| {})),
+        "the first observer stays"
+    );
+    j.append_observed(observed("vg", "a"), trace(1)).unwrap(); // 1 unflushed: no flush
+    j.append_observed(observed("vg", "b"), trace(1)).unwrap(); // 2nd: group flush
+    j.append_intent(intent("vg", "c", "k"), trace(1)).unwrap(); // write-ahead: always
+    let flushed: Vec<bool> = seen.lock().unwrap().iter().map(|(_, f)| *f).collect();
+    assert_eq!(flushed, vec![false, true, true]);
+    assert!(j.size_on_disk().unwrap() > 0);
+}

@@ -85,7 +85,7 @@ async fn own_image(client: &kube::Client, ns: &str, pod: &str) -> anyhow::Result
 
 pub fn run_cmd(args: OperatorArgs) -> anyhow::Result<ExitCode> {
     let log_format = args.log_format.clone();
-    super::signals::run_daemon(&log_format, |client| async move {
+    super::signals::run_daemon(&log_format, "lvms-operator", |client| async move {
         let image = match (&args.vg_manager_image, &args.pod_name) {
             (Some(i), _) => i.clone(),
             (None, Some(pod)) => own_image(&client, &args.namespace, pod).await?,

@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 use tokio::signal::unix::{SignalKind, signal};
 
+/// Logging only (short commands: `lvms journal`, `lvms dev ...`).
 pub fn init_logging(format: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
@@ -20,13 +21,15 @@ pub fn init_logging(format: &str) {
     };
 }
 
-/// Logging, a two-worker runtime and a client (KUBECONFIG or in-cluster), then `body`.
-pub fn run_daemon<F, Fut>(log_format: &str, body: F) -> anyhow::Result<ExitCode>
+/// Logging and traces (service `service` unless OTEL_SERVICE_NAME says otherwise), a
+/// two-worker runtime and a client (KUBECONFIG or in-cluster), then `body`. Spans still
+/// buffered are exported when this returns.
+pub fn run_daemon<F, Fut>(log_format: &str, service: &str, body: F) -> anyhow::Result<ExitCode>
 where
     F: FnOnce(kube::Client) -> Fut,
     Fut: Future<Output = anyhow::Result<()>>,
 {
-    init_logging(log_format);
+    let _telemetry = crate::telemetry::otel::init(log_format, service)?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

@@ -64,7 +64,7 @@ pub struct VgManagerArgs {
 
 pub fn run_cmd(args: VgManagerArgs) -> anyhow::Result<ExitCode> {
     let log_format = args.log_format.clone();
-    super::signals::run_daemon(&log_format, |client| async move {
+    super::signals::run_daemon(&log_format, "lvms-vg-manager", |client| async move {
         let cfg = Config {
             node: args.node_name,
             namespace: args.namespace,

@@ -36,7 +36,9 @@ pub enum Source {
     Scc,
 }
 
-pub type Router = Arc<dyn Fn(Source) + Send + Sync>;
+/// Wakes the units a watch source matters to; the second argument is the W3C traceparent of
+/// a change that starts a trace (a new LVMCluster generation).
+pub type Router = Arc<dyn Fn(Source, Option<&str>) + Send + Sync>;
 
 #[derive(Clone)]
 pub struct Caches {
@@ -111,7 +113,46 @@ async fn route<T, E: std::fmt::Display>(
     futures::pin_mut!(stream);
     while let Some(ev) = stream.next().await {
         match ev {
-            Ok(_) => router(source),
+            Ok(_) => router(source, None),
+            Err(e) => debug!(?source, error = %e, "watch error (retrying with backoff)"),
+        }
+    }
+}
+
+/// Like [`route`], and each new generation of an object (a create or a spec edit) starts a
+/// trace: a root span the woken passes continue, so one edit is one trace across units and
+/// processes.
+async fn route_generations<K: Resource<DynamicType = ()>, E: std::fmt::Display>(
+    stream: impl futures::Stream<Item = Result<watcher::Event<K>, E>>,
+    source: Source,
+    router: Router,
+) {
+    let mut seen: std::collections::HashMap<String, i64> = Default::default();
+    futures::pin_mut!(stream);
+    while let Some(ev) = stream.next().await {
+        match ev {
+            Ok(watcher::Event::Apply(obj) | watcher::Event::InitApply(obj)) => {
+                let meta = obj.meta();
+                let generation = meta.generation.unwrap_or_default();
+                let uid = meta.uid.clone().unwrap_or_default();
+                if seen.insert(uid, generation) == Some(generation) {
+                    router(source, None);
+                    continue;
+                }
+                let kind = K::kind(&());
+                let name = meta.name.clone().unwrap_or_default();
+                let span = tracing::info_span!(
+                    parent: None,
+                    "change",
+                    otel.name = format!("{kind} {name} generation {generation}"),
+                    kind = %kind,
+                    name = %name,
+                    generation,
+                );
+                let tp = span.in_scope(crate::telemetry::otel::current_traceparent);
+                router(source, tp.as_deref());
+            }
+            Ok(_) => router(source, None),
             Err(e) => debug!(?source, error = %e, "watch error (retrying with backoff)"),
         }
     }
@@ -155,14 +196,19 @@ impl WatchHub {
         let all = watcher::Config::default();
         let r = || router.clone();
         let caches = Caches {
-            clusters: spawn_typed(
-                Api::all(c.clone()),
-                all.clone(),
-                Source::Cluster,
-                r(),
-                strip_meta,
-                &mut tasks,
-            ),
+            clusters: {
+                let (store, writer) = reflector::store();
+                let stream = watcher(Api::<LVMCluster>::all(c.clone()), all.clone())
+                    .default_backoff()
+                    .modify(strip_meta)
+                    .reflect(writer);
+                tasks.push(tokio::spawn(route_generations(
+                    stream,
+                    Source::Cluster,
+                    r(),
+                )));
+                store
+            },
             // Small list pages: a page of 500 full Nodes (images, conditions) is decoded before
             // it is stripped, and the allocator keeps that peak; 50 keeps RSS flat at 1000 nodes.
             nodes: spawn_typed(

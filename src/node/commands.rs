@@ -33,8 +33,9 @@ pub const LVM: &str = "/usr/sbin/lvm";
 /// `lvmdevices --delpvid` exits 5 when the PV is not in the devices file: nothing to do.
 pub const LVMDEVICES_PV_NOT_FOUND_EXIT: i32 = 5;
 
-/// Columns of the `lvs` report (LVMS `DefaultListLVColumns`).
-pub const LVS_COLUMNS: &str = "lv_name,vg_name,pool_lv,lv_attr,lv_size,metadata_percent,chunk_size,lv_metadata_size,sync_percent,lv_health_status,lv_layout,raid_sync_action";
+/// Columns of the `lvs` report: LVMS `DefaultListLVColumns` plus `data_percent` for the
+/// thin-pool metrics.
+pub const LVS_COLUMNS: &str = "lv_name,vg_name,pool_lv,lv_attr,lv_size,metadata_percent,chunk_size,lv_metadata_size,sync_percent,lv_health_status,lv_layout,raid_sync_action,data_percent";
 /// Columns of the `vgs` report (LVMS `ListVGs`).
 pub const VGS_COLUMNS: &str = "vg_name,vg_size,vg_tags";
 
@@ -212,7 +213,7 @@ pub fn vgs(tagged_only: bool) -> Vec<String> {
     a
 }
 
-/// `lvs -S vgname=<vg> --units b --nosuffix --reportformat json -o <12 columns>`
+/// `lvs -S vgname=<vg> --units b --nosuffix --reportformat json -o <13 columns>`
 pub fn lvs(vg: &str) -> Result<Vec<String>, CommandError> {
     need_vg("lvs", vg)?;
     Ok(argv(
@@ -446,7 +447,7 @@ mod tests {
                 "--reportformat",
                 "json",
                 "-o",
-                "lv_name,vg_name,pool_lv,lv_attr,lv_size,metadata_percent,chunk_size,lv_metadata_size,sync_percent,lv_health_status,lv_layout,raid_sync_action"
+                "lv_name,vg_name,pool_lv,lv_attr,lv_size,metadata_percent,chunk_size,lv_metadata_size,sync_percent,lv_health_status,lv_layout,raid_sync_action,data_percent"
             ])
         );
         assert_eq!(

@@ -98,6 +98,8 @@ pub struct LogicalVolume {
     pub pool_lv: Option<String>,
     pub lv_attr: String,
     pub lv_size: Option<u64>,
+    /// A thin pool's data usage (TopoLVM's `topolvm_thinpool_data_percent`); empty otherwise.
+    pub data_percent: Option<f64>,
     pub metadata_percent: Option<f64>,
     pub chunk_size: Option<u64>,
     pub lv_metadata_size: Option<u64>,
@@ -192,6 +194,8 @@ struct RawLv {
     lv_attr: String,
     #[serde(default)]
     lv_size: String,
+    #[serde(default)]
+    data_percent: String,
     #[serde(default)]
     metadata_percent: String,
     #[serde(default)]
@@ -308,7 +312,7 @@ pub fn parse_vgs(json: &str) -> Result<Vec<VolumeGroupRow>, ReportError> {
     Ok(out)
 }
 
-/// `lvs -S vgname=<vg> --units b --nosuffix --reportformat json -o <LVMS's 12 columns>`.
+/// `lvs -S vgname=<vg> --units b --nosuffix --reportformat json -o <LVMS's 12 columns,data_percent>`.
 pub fn parse_lvs(json: &str) -> Result<LvReport, ReportError> {
     const C: &str = "lvs";
     let mut reports = Vec::new();
@@ -318,6 +322,7 @@ pub fn parse_lvs(json: &str) -> Result<LvReport, ReportError> {
             let row = format!("{}/{}", r.vg_name, r.lv_name);
             lvs.push(LogicalVolume {
                 lv_size: bytes(C, &row, "lv_size", &r.lv_size)?,
+                data_percent: percent(C, &row, "data_percent", &r.data_percent)?,
                 metadata_percent: percent(C, &row, "metadata_percent", &r.metadata_percent)?,
                 chunk_size: bytes(C, &row, "chunk_size", &r.chunk_size)?,
                 lv_metadata_size: bytes(C, &row, "lv_metadata_size", &r.lv_metadata_size)?,
@@ -544,6 +549,7 @@ mod tests {
         let thin = parse_lvs(&fixture("lvs_thin.json")).unwrap();
         let pool = thin.find("thin-pool-1").unwrap();
         assert_eq!(pool.metadata_percent, Some(10.52));
+        assert_eq!(pool.data_percent, Some(41.37));
         assert_eq!(pool.chunk_size, Some(131_072));
         assert_eq!(pool.lv_metadata_size, Some(1 << 30));
         let attr = LvAttr::parse(&pool.lv_attr).unwrap();

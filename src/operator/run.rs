@@ -26,6 +26,7 @@ use crate::kube::caches::{Router, WatchHub};
 use crate::kube::discovery;
 use crate::kube::events::KubeEvents;
 use crate::runtime::{Diagnostics, PublisherSlot, UnitWiring};
+use crate::telemetry::metrics::{Metrics, Process};
 
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -56,7 +57,8 @@ pub async fn run(
     cfg: Config,
     shutdown: impl Future<Output = ()>,
 ) -> anyhow::Result<()> {
-    let diag = Diagnostics::start(cfg.diagnostics_addr).await?;
+    let metrics = Metrics::new(Process::Operator);
+    let diag = Diagnostics::start(cfg.diagnostics_addr, metrics.text()).await?;
     let supervision = diag.supervision.clone();
 
     let capabilities = discovery::capabilities(&client)
@@ -93,10 +95,10 @@ pub async fn run(
         unit_names.iter().map(|n| (*n, Trigger::new())).collect();
     let router: Router = {
         let triggers = triggers.clone();
-        Arc::new(move |source| {
+        Arc::new(move |source, traceparent: Option<&str>| {
             for (name, t) in &triggers {
                 if wakes(source, name) {
-                    t.bump(&format!("{source:?}"));
+                    t.bump_traced(&format!("{source:?}"), traceparent);
                 }
             }
         })
@@ -121,11 +123,16 @@ pub async fn run(
 
     let publisher = PublisherSlot::default();
     let status_trigger = triggers[status_projector::UNIT].clone();
+    metrics.watch_journal(&journal);
     let on_pass: lvms_actors::PassHook = {
-        let publisher = publisher.clone();
-        Arc::new(move |unit: &str| {
-            if unit != status_projector::UNIT {
-                status_trigger.bump(unit);
+        let (publisher, metrics) = (publisher.clone(), metrics.clone());
+        Arc::new(move |pass: &lvms_actors::PassReport<'_>| {
+            metrics.pass(pass);
+            if !pass.journaled {
+                return;
+            }
+            if pass.unit != status_projector::UNIT {
+                status_trigger.bump(pass.unit);
             }
             publisher.poke();
         })
@@ -180,6 +187,7 @@ pub async fn run(
             children,
             policy: cfg.restart_policy,
             readiness: supervision.clone(),
+            on_restart: Some(metrics.restart_hook()),
         },
     )
     .await

@@ -5,7 +5,7 @@
 use std::time::{Duration, Instant};
 
 use tokio::process::Command;
-use tracing::debug;
+use tracing::{Instrument, debug};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HostOutput {
@@ -60,6 +60,38 @@ impl Host {
 
     /// Run and require exit 0 (`ok_codes` lists other acceptable exit codes, e.g. lvmdevices 5).
     pub async fn run(&self, cmd: &[String], ok_codes: &[i32]) -> Result<HostOutput, HostError> {
+        let program = cmd
+            .first()
+            .and_then(|p| std::path::Path::new(p).file_name())
+            .map(|p| p.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "command".into());
+        let span = tracing::info_span!(
+            "host.command",
+            otel.name = format!("host {program}"),
+            argv = %cmd.join(" "),
+            exit_code = tracing::field::Empty,
+            duration_ms = tracing::field::Empty,
+            otel.status_code = tracing::field::Empty,
+            error.message = tracing::field::Empty,
+        );
+        let result = self.run_inner(cmd, ok_codes).instrument(span.clone()).await;
+        match &result {
+            Ok(out) => {
+                span.record("exit_code", out.code);
+                span.record("duration_ms", out.took.as_secs_f64() * 1000.0);
+            }
+            Err(e) => {
+                if let HostError::Failed { code, .. } = e {
+                    span.record("exit_code", *code);
+                }
+                span.record("otel.status_code", "ERROR");
+                span.record("error.message", tracing::field::display(e));
+            }
+        }
+        result
+    }
+
+    async fn run_inner(&self, cmd: &[String], ok_codes: &[i32]) -> Result<HostOutput, HostError> {
         let argv = self.argv(cmd);
         let Some(program) = argv.first() else {
             return Err(HostError::Spawn {

@@ -30,6 +30,7 @@ use crate::api::{LVMVolumeGroup, LVMVolumeGroupNodeStatus};
 use crate::kube::caches::{spawn_typed, strip_meta};
 use crate::kube::events::KubeEvents;
 use crate::runtime::{Diagnostics, PublisherSlot, UnitWiring};
+use crate::telemetry::metrics::{Metrics, Process};
 
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -52,7 +53,8 @@ pub async fn run(
     shutdown: impl Future<Output = ()>,
 ) -> anyhow::Result<()> {
     let _lock = super::lock::acquire(&cfg.lock_file)?;
-    let diag = Diagnostics::start(cfg.diagnostics_addr).await?;
+    let metrics = Metrics::new(Process::VgManager);
+    let diag = Diagnostics::start(cfg.diagnostics_addr, metrics.text()).await?;
     let supervision = diag.supervision.clone();
 
     std::fs::create_dir_all(&cfg.journal_dir)
@@ -68,7 +70,7 @@ pub async fn run(
     let vg_triggers: Arc<Mutex<BTreeMap<String, Trigger>>> = Arc::default();
     let router: crate::kube::caches::Router = {
         let (reg, vgs) = (registry_trigger.clone(), vg_triggers.clone());
-        Arc::new(move |source| {
+        Arc::new(move |source, _traceparent: Option<&str>| {
             if source == crate::kube::caches::Source::NodeStatus {
                 return;
             }
@@ -123,14 +125,21 @@ pub async fn run(
         lvmd_lock: tokio::sync::Mutex::new(()),
         device_allowlist: cfg.device_allowlist.clone(),
         reconcile_interval: cfg.reconcile_interval,
+        metrics: metrics.clone(),
     });
     let publisher = PublisherSlot::default();
     let wiring = UnitWiring {
         journal: journal.clone(),
         epoch: Arc::new(AtomicU64::new(0)),
         on_pass: {
-            let publisher = publisher.clone();
-            Arc::new(move |_unit: &str| publisher.poke())
+            let (publisher, metrics) = (publisher.clone(), metrics.clone());
+            metrics.watch_journal(&journal);
+            Arc::new(move |pass: &lvms_actors::PassReport<'_>| {
+                metrics.pass(pass);
+                if pass.journaled {
+                    publisher.poke();
+                }
+            })
         },
         debounce: cfg.debounce,
     };
@@ -144,6 +153,7 @@ pub async fn run(
                 vg: vg.to_string(),
                 ctx: ctx.clone(),
                 host_clock: Default::default(),
+                continued_trace: Default::default(),
             };
             wiring.child(&name, trigger, unit)
         })
@@ -195,6 +205,7 @@ pub async fn run(
             children,
             policy: cfg.restart_policy,
             readiness: supervision.clone(),
+            on_restart: Some(metrics.restart_hook()),
         },
     )
     .await

@@ -14,6 +14,7 @@ use lvms_actors::{Pass, StepSpec, Steps, Unit, UnitError, event_detail};
 use lvms_journal::{Intent, ObjectRef};
 
 use super::host::Host;
+use super::node_metrics;
 use super::node_report::NodeReport;
 use crate::api::{LVMVolumeGroup, NODE_CLEANUP_FINALIZER_PREFIX};
 use crate::api::{RaidHealthStatus, RaidStatus};
@@ -30,6 +31,7 @@ use crate::node::resolve::{ResolvedPaths, paths_to_resolve};
 use crate::node::vg_status::{Phase, raid_status, vg_status};
 use crate::node::{allowlist, commands, lvmd_config, thin, validate, wipe};
 use crate::operator::context::object_ref;
+use crate::telemetry::metrics::Metrics;
 
 /// What every volume-group actor on this node shares.
 pub struct NodeCtx {
@@ -46,6 +48,8 @@ pub struct NodeCtx {
     pub device_allowlist: Option<PathBuf>,
     /// Replaces LVMS's 30 s requeue (`--reconcile-interval`).
     pub reconcile_interval: Duration,
+    /// Where each pass leaves the node gauges (`topolvm_volumegroup_*`, `topolvm_thinpool_*`).
+    pub metrics: Metrics,
 }
 
 pub struct VolumeGroupUnit {
@@ -54,6 +58,9 @@ pub struct VolumeGroupUnit {
     pub ctx: Arc<NodeCtx>,
     /// Time spent in host commands during the current pass (passes of one actor are serial).
     pub host_clock: HostClock,
+    /// The operator traceparent last continued: a pass joins the operator's trace once per
+    /// change, not on every later requeue.
+    pub continued_trace: std::sync::Mutex<Option<String>>,
 }
 
 /// Host command time and count within one pass: the part of a pass that is lvm2's, not ours.
@@ -316,10 +323,15 @@ impl VolumeGroupUnit {
         parse_lvs(out).map_err(|e| UnitError::retryable("LvsFailed", e.to_string()))
     }
 
-    /// Thin pool create/extend + validateLVs (thick classes: nothing).
-    async fn thin_pool(&self, steps: &Steps, vg: &LVMVolumeGroup) -> Result<(), UnitError> {
+    /// Thin pool create/extend + validateLVs (thick classes: nothing). Returns the validated
+    /// `lvs` report of a thin class (the pool's figures for the metrics).
+    async fn thin_pool(
+        &self,
+        steps: &Steps,
+        vg: &LVMVolumeGroup,
+    ) -> Result<Option<LvReport>, UnitError> {
         let Some(tp) = &vg.spec.thin_pool_config else {
-            return Ok(());
+            return Ok(None);
         };
         let lvs = self.lvs(
             &self
@@ -362,7 +374,7 @@ impl VolumeGroupUnit {
             self.host_step(steps, "lvextend-pool-metadata", argv, None)
                 .await?;
         }
-        Ok(())
+        Ok(Some(lvs))
     }
 
     fn read_lvmd(&self) -> Result<Option<lvmd_config::LvmdConfig>, UnitError> {
@@ -665,20 +677,32 @@ impl VolumeGroupUnit {
         vg: &LVMVolumeGroup,
         requeue_after: Option<Duration>,
     ) -> Result<Pass, UnitError> {
-        if let Err(e) = self.thin_pool(steps, vg).await {
-            let obs = self.observe(vg).await?;
-            self.set_status(
-                vg,
-                Phase::Failed(e.message.clone()),
-                &obs,
-                &Default::default(),
-            );
-            return Err(e);
-        }
+        let lvs = match self.thin_pool(steps, vg).await {
+            Ok(lvs) => lvs,
+            Err(e) => {
+                let obs = self.observe(vg).await?;
+                self.set_status(
+                    vg,
+                    Phase::Failed(e.message.clone()),
+                    &obs,
+                    &Default::default(),
+                );
+                return Err(e);
+            }
+        };
         self.write_lvmd(steps, vg).await?;
         let obs = self.observe(vg).await?;
         let filtered = self.filter(vg, &obs);
         let raid = self.raid_health(vg, &obs).await?;
+        // Gauges first: whoever sees the Ready status can scrape this pass's figures.
+        if let Some(existing) = &obs.existing {
+            let thin = vg.spec.thin_pool_config.as_ref().zip(lvs.as_ref());
+            self.ctx.metrics.set_volume_group(
+                &self.vg,
+                &self.ctx.node,
+                &node_metrics::volume_group_gauges(existing, thin),
+            );
+        }
         self.set_status_raid(vg, Phase::Ready, &obs, &filtered, raid.clone());
         if let Some(r) = raid.filter(|r| r.status != RaidHealthStatus::Healthy) {
             // The entry already says Degraded/Failed; the Warning tells people why, every
@@ -769,6 +793,9 @@ impl VolumeGroupUnit {
             }
         }
         self.ctx.report.remove(&self.vg);
+        self.ctx
+            .metrics
+            .forget_volume_group(&self.vg, &self.ctx.node);
         self.set_finalizer(steps, vg, false).await?;
         Ok(Pass {
             summary: format!("volume group {} removed from this node", self.vg),
@@ -780,6 +807,27 @@ impl VolumeGroupUnit {
 impl Unit for VolumeGroupUnit {
     fn name(&self) -> &str {
         &self.unit
+    }
+
+    fn traceparent(&self) -> Option<String> {
+        let vg = self
+            .ctx
+            .volume_groups
+            .state()
+            .into_iter()
+            .find(|v| v.metadata.name.as_deref() == Some(self.vg.as_str()))?;
+        let tp = vg
+            .metadata
+            .annotations
+            .as_ref()?
+            .get(crate::telemetry::otel::TRACEPARENT_ANNOTATION)?
+            .clone();
+        let mut last = self.continued_trace.lock().ok()?;
+        if last.as_deref() == Some(tp.as_str()) {
+            return None;
+        }
+        *last = Some(tp.clone());
+        Some(tp)
     }
 
     async fn reconcile(&self, steps: &Steps) -> Result<Pass, UnitError> {

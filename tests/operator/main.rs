@@ -11,5 +11,6 @@ mod crash;
 mod deletion;
 mod leadership;
 mod lifecycle;
+mod metrics;
 mod snapshots;
 mod supervision;

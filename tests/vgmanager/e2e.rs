@@ -168,6 +168,18 @@ async fn two_nodes_reach_ready_extend_reduce_and_tear_down() {
         reasons(&b1.loop_dev)
     );
     let eb = ready_entry(&s, "node-b", &vgb, |_| true).await;
+    // node-a's /metrics: its class's VG gauges, as of the pass that made it Ready.
+    let (_, text) = _va.diagnostics_get("/metrics").expect("GET /metrics");
+    std::fs::write(s.dir.join("metrics-node-a.txt"), &text).expect("keeping the scrape");
+    let m = lvms::telemetry::metrics::exposition::parse(&text).unwrap_or_else(|e| panic!("{e}"));
+    let at = [("device_class", vga.as_str()), ("node", "node-a")];
+    let gauge = |name| {
+        m.value(name, &at)
+            .unwrap_or_else(|| panic!("no {name}:\n{text}"))
+    };
+    let size = gauge("topolvm_volumegroup_size_bytes");
+    let free = gauge("topolvm_volumegroup_available_bytes");
+    assert!(size > 0.0 && free <= size, "size {size}, available {free}");
     assert_eq!(eb.devices, vec![b1.loop_dev.clone()]);
     assert_eq!(pvs_of(&vga), vec![a1.loop_dev.clone()]);
     assert_eq!(pvs_of(&vgb), vec![b1.loop_dev.clone()]);

@@ -24,6 +24,24 @@ pub struct ObjectsUnit {
     pub ctx: Arc<Ctx>,
 }
 
+/// Hands this step's trace to vg-manager: the LVMVolumeGroup it is about to change carries
+/// the W3C traceparent (outside the desired digest, so it never causes an apply itself).
+fn with_traceparent(object: &mut serde_json::Value) {
+    if let Some(tp) = crate::telemetry::otel::current_traceparent()
+        && let Some(meta) = object.get_mut("metadata").and_then(|m| m.as_object_mut())
+    {
+        let annotations = meta
+            .entry("annotations")
+            .or_insert_with(|| serde_json::json!({}));
+        if let Some(a) = annotations.as_object_mut() {
+            a.insert(
+                crate::telemetry::otel::TRACEPARENT_ANNOTATION.into(),
+                serde_json::Value::String(tp),
+            );
+        }
+    }
+}
+
 fn target(kind: Kind, namespace: &str, name: &str, cluster: &LVMCluster) -> ObjectRef {
     ObjectRef {
         kind: kind.kind(),
@@ -122,8 +140,15 @@ impl Unit for ObjectsUnit {
                         desired_digest: digest,
                     };
                     let client = &self.ctx.client;
+                    let kind = self.kind;
                     steps
-                        .run(spec, || apply::apply(client, self.kind, &object))
+                        .run(spec, || async move {
+                            let mut object = object;
+                            if kind == Kind::VolumeGroup {
+                                with_traceparent(&mut object);
+                            }
+                            apply::apply(client, kind, &object).await
+                        })
                         .await?;
                 }
                 Step::Delete { namespace, name } => {

@@ -1,0 +1,242 @@
+//! deploy/prometheus/prometheus-rules.yaml: LVMS's alert names are all there, and every
+//! expression only uses metrics this code exports (a renamed metric would silence an alert).
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use lvms::telemetry::metrics::exposition::parse;
+use lvms::telemetry::metrics::{Metrics, Process};
+use lvms::vgmanager::node_metrics::{ThinPoolGauges, VolumeGroupGauges};
+use serde::Deserialize;
+
+#[derive(Deserialize)]
+struct PrometheusRule {
+    #[serde(rename = "apiVersion")]
+    api_version: String,
+    kind: String,
+    spec: Spec,
+}
+
+#[derive(Deserialize)]
+struct Spec {
+    groups: Vec<Group>,
+}
+
+#[derive(Deserialize)]
+struct Group {
+    rules: Vec<Rule>,
+}
+
+#[derive(Deserialize)]
+struct Rule {
+    alert: String,
+    expr: String,
+    labels: std::collections::BTreeMap<String, String>,
+    annotations: std::collections::BTreeMap<String, String>,
+}
+
+fn rules() -> Vec<Rule> {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/deploy/prometheus/prometheus-rules.yaml"
+    );
+    let text = std::fs::read_to_string(path).expect("prometheus-rules.yaml");
+    let doc: PrometheusRule = serde_saphyr::from_str(&text).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        (doc.api_version.as_str(), doc.kind.as_str()),
+        ("monitoring.coreos.com/v1", "PrometheusRule")
+    );
+    doc.spec.groups.into_iter().flat_map(|g| g.rules).collect()
+}
+
+/// Every sample name a fully exercised registry serves (both processes' metrics).
+fn exported() -> BTreeSet<String> {
+    let m = Metrics::new(Process::VgManager);
+    let dir = std::env::temp_dir().join(format!("lvms-rules-test-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let journal = Arc::new(lvms_journal::Journal::open(&dir).expect("journal"));
+    m.watch_journal(&journal);
+    m.pass(&lvms_actors::PassReport {
+        unit: "u",
+        ok: false,
+        reason: Some("Failed"),
+        duration: Duration::from_millis(1),
+        journaled: true,
+    });
+    m.restart("u");
+    m.journal_append(Duration::from_millis(1), true);
+    m.set_volume_group(
+        "vg1",
+        "node-a",
+        &VolumeGroupGauges {
+            size_bytes: 10,
+            available_bytes: 5,
+            thin_pool: Some(ThinPoolGauges {
+                size_bytes: 9,
+                data_percent: Some(1.0),
+                metadata_percent: Some(1.0),
+                overprovisioned_available: 90,
+            }),
+        },
+    );
+    let names = parse(&m.encode())
+        .expect("strict parse")
+        .samples
+        .into_iter()
+        .map(|s| s.name)
+        .collect();
+    drop((m, journal));
+    let _ = std::fs::remove_dir_all(&dir);
+    names
+}
+
+const KEYWORDS: &[&str] = &[
+    "and",
+    "or",
+    "unless",
+    "bool",
+    "offset",
+    "by",
+    "without",
+    "on",
+    "ignoring",
+    "group_left",
+    "group_right",
+    "sum",
+    "avg",
+    "min",
+    "max",
+    "count",
+    "topk",
+    "bottomk",
+    "quantile",
+    "stddev",
+    "stdvar",
+    "group",
+];
+
+/// Metric names a PromQL expression selects: identifiers outside label matchers, range
+/// brackets, strings and grouping lists, that are neither keywords nor function calls.
+fn metric_names(expr: &str) -> Vec<String> {
+    let chars: Vec<char> = expr.chars().collect();
+    let mut out = Vec::new();
+    let mut i = 0;
+    let mut skip_group = false;
+    while i < chars.len() {
+        let c = chars[i];
+        match c {
+            '{' | '[' | '"' => {
+                let close = match c {
+                    '{' => '}',
+                    '[' => ']',
+                    _ => '"',
+                };
+                i += 1;
+                while i < chars.len() && chars[i] != close {
+                    i += 1;
+                }
+                i += 1;
+            }
+            '(' if skip_group => {
+                while i < chars.len() && chars[i] != ')' {
+                    i += 1;
+                }
+                skip_group = false;
+                i += 1;
+            }
+            c if c.is_ascii_alphabetic() || c == '_' || c == ':' => {
+                let start = i;
+                while i < chars.len()
+                    && (chars[i].is_ascii_alphanumeric() || chars[i] == '_' || chars[i] == ':')
+                {
+                    i += 1;
+                }
+                let word: String = chars[start..i].iter().collect();
+                let next = chars[i..].iter().find(|c| !c.is_whitespace());
+                if [
+                    "by",
+                    "without",
+                    "on",
+                    "ignoring",
+                    "group_left",
+                    "group_right",
+                ]
+                .contains(&word.as_str())
+                {
+                    skip_group = true;
+                } else if !KEYWORDS.contains(&word.as_str()) && next != Some(&'(') {
+                    out.push(word);
+                }
+            }
+            c if c.is_ascii_digit() || c == '.' => {
+                // A number, possibly with an exponent (1e3): not a name.
+                while i < chars.len() && (chars[i].is_ascii_alphanumeric() || chars[i] == '.') {
+                    i += 1;
+                }
+            }
+            _ => i += 1,
+        }
+    }
+    out
+}
+
+#[test]
+fn the_expression_reader_sees_only_metric_names() {
+    assert_eq!(
+        metric_names(
+            "sum by (unit, reason) (rate(a_total{x=\"y\"}[10m])) > 0.5e1 unless on (n) b_bytes"
+        ),
+        ["a_total", "b_bytes"]
+    );
+}
+
+#[test]
+fn lvms_alerts_are_defined_on_exported_metrics() {
+    let rules = rules();
+    let names: BTreeSet<&str> = rules.iter().map(|r| r.alert.as_str()).collect();
+    for want in [
+        "VolumeGroupUsageAtThresholdNearFull",
+        "VolumeGroupUsageAtThresholdCritical",
+        "ThinPoolDataUsageAtThresholdNearFull",
+        "ThinPoolDataUsageAtThresholdCritical",
+        "ThinPoolMetaDataUsageAtThresholdNearFull",
+        "ThinPoolMetaDataUsageAtThresholdCritical",
+        "LVMSReconcileErrors",
+    ] {
+        assert!(names.contains(want), "alert {want} is missing");
+    }
+    let exported = exported();
+    for r in &rules {
+        let used = metric_names(&r.expr);
+        assert!(!used.is_empty(), "{}: no metric in {:?}", r.alert, r.expr);
+        for m in &used {
+            assert!(
+                exported.contains(m),
+                "{}: {m} is not exported (exported: {exported:?})",
+                r.alert
+            );
+        }
+        let severity = r.labels.get("severity").map(String::as_str);
+        assert!(
+            matches!(severity, Some("warning" | "critical")),
+            "{}: severity {severity:?}",
+            r.alert
+        );
+        assert_eq!(
+            severity == Some("critical"),
+            r.alert.ends_with("Critical"),
+            "{}: severity follows the name",
+            r.alert
+        );
+        if r.expr.contains("topolvm_") {
+            for label in ["{{ $labels.device_class }}", "{{ $labels.node }}"] {
+                assert!(
+                    r.annotations.values().all(|a| a.contains(label)),
+                    "{}: every annotation names {label}",
+                    r.alert
+                );
+            }
+        }
+    }
+}
