@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# Builds the upstream test peers (etcd, kube-apiserver, kube-controller-manager, Jaeger) from
-# their Go modules into a cache outside the repo, once per version. Go is only a build tool here.
+# Builds the upstream test peers (etcd, kube-apiserver, kube-controller-manager, Jaeger,
+# kustomize) from their Go modules into a cache outside the repo, once per version. Go is only
+# a build tool here.
 #
 #   deploy/dev/build-test-bins.sh          # prints the bin directory on success
 #
 # Env: LVMS_K8S_VERSION (v1.36.3), LVMS_ETCD_VERSION (v3.6.16), LVMS_JAEGER_VERSION (v1.76.0,
-# the module version of Jaeger v2.13.0), LVMS_TEST_BINS_CACHE
+# the module version of Jaeger v2.13.0), LVMS_KUSTOMIZE_VERSION (v5.8.0), LVMS_TEST_BINS_CACHE
 # (~/.cache/lvms-test-bins). Exits non-zero with the fix when Go is missing or a build fails.
 set -euo pipefail
 
@@ -16,12 +17,14 @@ DIR=$CACHE/k8s-$K8S-etcd-$ETCD
 BIN=$DIR/bin
 JAEGER=${LVMS_JAEGER_VERSION:-v1.76.0}
 JDIR=$CACHE/jaeger-$JAEGER
+KUSTOMIZE=${LVMS_KUSTOMIZE_VERSION:-v5.8.0}
+KDIR=$CACHE/kustomize-$KUSTOMIZE
 
 die() { echo "build-test-bins: $*" >&2; exit 1; }
 command -v go >/dev/null || die "no Go toolchain on PATH: install Go >= 1.26 (apt-get install golang-go is too old; use the machine's Go) and rerun"
 command -v python3 >/dev/null || die "python3 is needed to read the kubernetes go.mod: apt-get install -y python3"
 
-if [ -x "$BIN/etcd" ] && [ -x "$BIN/kube-apiserver" ] && [ -x "$BIN/kube-controller-manager" ] && [ -x "$JDIR/bin/jaeger" ]; then
+if [ -x "$BIN/etcd" ] && [ -x "$BIN/kube-apiserver" ] && [ -x "$BIN/kube-controller-manager" ] && [ -x "$JDIR/bin/jaeger" ] && [ -x "$KDIR/bin/kustomize" ]; then
   echo "$BIN"; exit 0
 fi
 
@@ -84,5 +87,13 @@ if [ ! -x "$JDIR/bin/jaeger" ]; then
     mv "$JDIR/bin/jaeger.tmp" "$JDIR/bin/jaeger"
   ) >>"$jlog" 2>&1 || die "jaeger build failed; last lines of $jlog:
 $(tail -20 "$jlog")"
+fi
+if [ ! -x "$KDIR/bin/kustomize" ]; then
+  mkdir -p "$KDIR/bin"
+  echo "build-test-bins: building kustomize $KUSTOMIZE" >&2
+  # v5.8.1+ needs go >= 1.27.
+  GOBIN=$KDIR/bin go install -trimpath -ldflags "-s -w" "sigs.k8s.io/kustomize/kustomize/v5@$KUSTOMIZE" >"$KDIR/build.log" 2>&1 ||
+    die "kustomize build failed; last lines of $KDIR/build.log:
+$(tail -20 "$KDIR/build.log")"
 fi
 echo "$BIN"

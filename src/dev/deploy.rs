@@ -1,0 +1,175 @@
+//! The deploy/ tree as a user installs it: rendered by the real kustomize (built from its Go
+//! module by `deploy/dev/build-test-bins.sh`) and applied with server-side apply, as
+//! `kubectl apply --server-side -k` would.
+
+use std::path::{Path, PathBuf};
+
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::discovery::{Discovery, Scope};
+use kube::{Client, ResourceExt};
+use serde_json::Value;
+
+pub const KUSTOMIZE_VERSION: &str = "v5.8.0";
+/// Field manager of the objects applied from deploy/ (a person's `kubectl apply`).
+pub const FIELD_MANAGER: &str = "lvms-install";
+
+#[derive(Debug, thiserror::Error)]
+pub enum DeployError {
+    #[error(
+        "no kustomize at {0}: run deploy/dev/build-test-bins.sh (builds it from the Go module proxy) or set LVMS_KUSTOMIZE_BIN"
+    )]
+    Missing(PathBuf),
+    #[error("kustomize build {dir}: {message}")]
+    Build { dir: PathBuf, message: String },
+    #[error("rendered YAML: {0}")]
+    Yaml(String),
+    #[error("{what}: {source}")]
+    Kube {
+        what: String,
+        source: Box<kube::Error>,
+    },
+    #[error("{0}")]
+    Other(String),
+}
+
+pub fn kustomize_bin() -> PathBuf {
+    if let Some(p) = std::env::var_os("LVMS_KUSTOMIZE_BIN") {
+        return PathBuf::from(p);
+    }
+    let cache = std::env::var_os("LVMS_TEST_BINS_CACHE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var_os("HOME").unwrap_or_else(|| "/root".into()))
+                .join(".cache/lvms-test-bins")
+        });
+    cache
+        .join(format!("kustomize-{KUSTOMIZE_VERSION}"))
+        .join("bin/kustomize")
+}
+
+/// An overlay in `dir` that puts `base` (a kustomization directory) into `namespace`.
+/// kustomize refuses absolute resource paths, so the base is named relative to `dir`.
+pub fn write_namespace_overlay(dir: &Path, base: &Path, namespace: &str) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    let dir = std::fs::canonicalize(dir)?;
+    let base = std::fs::canonicalize(base)?;
+    let up = "../".repeat(dir.components().count().saturating_sub(1));
+    let rel = format!("{up}{}", base.to_string_lossy().trim_start_matches('/'));
+    std::fs::write(
+        dir.join("kustomization.yaml"),
+        format!(
+            "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nnamespace: {namespace}\nresources:\n  - {rel}\n"
+        ),
+    )
+}
+
+/// `kustomize build dir`, as JSON objects.
+pub fn render(dir: &Path) -> Result<Vec<Value>, DeployError> {
+    let bin = kustomize_bin();
+    if !bin.is_file() {
+        return Err(DeployError::Missing(bin));
+    }
+    let out = std::process::Command::new(&bin)
+        .arg("build")
+        .arg(dir)
+        .output()
+        .map_err(|e| DeployError::Build {
+            dir: dir.to_path_buf(),
+            message: e.to_string(),
+        })?;
+    if !out.status.success() {
+        return Err(DeployError::Build {
+            dir: dir.to_path_buf(),
+            message: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        });
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut objects = Vec::new();
+    for doc in text.split("\n---\n") {
+        if doc.trim().is_empty() {
+            continue;
+        }
+        let v: Value = serde_saphyr::from_str(doc).map_err(|e| DeployError::Yaml(e.to_string()))?;
+        objects.push(v);
+    }
+    Ok(objects)
+}
+
+/// Server-side apply of every object (forced: the installer owns these fields), in order.
+/// Returns "Kind/namespace/name" of each.
+pub async fn apply_all(client: &Client, objects: &[Value]) -> Result<Vec<String>, DeployError> {
+    let kube_err = |what: String| {
+        move |e: kube::Error| DeployError::Kube {
+            what,
+            source: Box::new(e),
+        }
+    };
+    let mut applied = Vec::new();
+    // Discovery again after CRDs: a kind may only exist once its CRD is established.
+    let mut discovery = Discovery::new(client.clone())
+        .run()
+        .await
+        .map_err(kube_err("discovery".into()))?;
+    for obj in objects {
+        let o: DynamicObject = serde_json::from_value(obj.clone())
+            .map_err(|e| DeployError::Other(format!("not an object: {e}")))?;
+        let types = o.types.clone().ok_or_else(|| {
+            DeployError::Other(format!("{} has no apiVersion/kind", o.name_any()))
+        })?;
+        let gvk = kube::core::GroupVersionKind::try_from(&types)
+            .map_err(|e| DeployError::Other(e.to_string()))?;
+        let found = match discovery.resolve_gvk(&gvk) {
+            Some(f) => f,
+            None => {
+                discovery = Discovery::new(client.clone())
+                    .run()
+                    .await
+                    .map_err(kube_err("discovery".into()))?;
+                discovery.resolve_gvk(&gvk).ok_or_else(|| {
+                    DeployError::Other(format!("the API server does not serve {gvk:?}"))
+                })?
+            }
+        };
+        let (ar, caps) = found;
+        let name = o.name_any();
+        let ns = o.namespace();
+        let api: Api<DynamicObject> = match (&caps.scope, &ns) {
+            (Scope::Namespaced, Some(ns)) => Api::namespaced_with(client.clone(), ns, &ar),
+            (Scope::Namespaced, None) => Api::default_namespaced_with(client.clone(), &ar),
+            (Scope::Cluster, _) => Api::all_with(client.clone(), &ar),
+        };
+        let id = format!("{}/{}/{}", types.kind, ns.unwrap_or_default(), name);
+        api.patch(
+            &name,
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(obj),
+        )
+        .await
+        .map_err(kube_err(format!("applying {id}")))?;
+        applied.push(id);
+    }
+    Ok(applied)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_overlay_names_its_base_relatively() {
+        let tmp = std::env::temp_dir().join(format!("lvms-overlay-{}", std::process::id()));
+        let base = tmp.join("repo/deploy/default");
+        std::fs::create_dir_all(&base).unwrap();
+        let dir = tmp.join("elsewhere/overlay");
+        write_namespace_overlay(&dir, &base, "ns1").unwrap();
+        let text = std::fs::read_to_string(dir.join("kustomization.yaml")).unwrap();
+        assert!(text.contains("namespace: ns1"));
+        let rel = text.lines().last().unwrap().trim_start_matches("  - ");
+        assert!(!rel.starts_with('/'), "{rel}");
+        assert_eq!(
+            std::fs::canonicalize(dir.join(rel)).unwrap(),
+            std::fs::canonicalize(&base).unwrap()
+        );
+        let _ = std::fs::remove_dir_all(&tmp);
+    }
+}

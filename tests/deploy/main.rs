@@ -1,0 +1,276 @@
+//! deploy/ as a user installs it: the real kustomize renders deploy/default (namespace
+//! overridden), server-side apply puts it on the real API server, and then `lvms operator` and
+//! `lvms vg-manager` run with the credentials of their own ServiceAccounts (client
+//! certificates for `system:serviceaccount:<ns>:<name>` from the harness CA), never as
+//! cluster-admin: the RBAC in deploy/rbac is proven, not assumed.
+
+#[path = "../acceptance/support.rs"]
+#[allow(dead_code)]
+mod support;
+
+#[path = "../operator/common.rs"]
+#[allow(dead_code)]
+mod common;
+
+#[path = "../vgmanager/disks.rs"]
+#[allow(dead_code)]
+mod disks;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::ServiceAccount;
+use k8s_openapi::api::rbac::v1::ClusterRole;
+use k8s_openapi::api::storage::v1::StorageClass;
+use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use lvms::api::{LVMStateType, LVMVolumeGroupNodeStatus, VGStatusType};
+use lvms::dev::deploy::{apply_all, render, write_namespace_overlay};
+use lvms::dev::operator::{NO_DM_LVM_CONFIG, OperatorOptions, OperatorProcess, VgManagerOptions};
+use serde_json::{Value, json};
+
+use common::*;
+use disks::{Disk, require_prerequisites, vg_names};
+use support::eventually;
+
+const T: Duration = Duration::from_secs(60);
+
+/// Renders and applies deploy/default into the scenario's namespace; returns the kubeconfigs
+/// of the two ServiceAccounts.
+async fn install(s: &Scenario) -> (PathBuf, PathBuf) {
+    let overlay = s.dir.join("install");
+    let base = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/default");
+    write_namespace_overlay(&overlay, &base, &s.ns.name).expect("overlay");
+    let objects = render(&overlay).unwrap_or_else(|e| panic!("{e}"));
+    let kinds: Vec<String> = objects
+        .iter()
+        .map(|o| o["kind"].as_str().unwrap_or_default().to_string())
+        .collect();
+    for k in [
+        "Namespace",
+        "CustomResourceDefinition",
+        "ServiceAccount",
+        "ClusterRole",
+        "Role",
+        "ClusterRoleBinding",
+        "RoleBinding",
+        "Deployment",
+        "Service",
+    ] {
+        assert!(kinds.iter().any(|x| x == k), "no {k} rendered: {kinds:?}");
+    }
+    // Every binding subject follows the namespace override.
+    for o in objects.iter().filter(|o| {
+        matches!(
+            o["kind"].as_str(),
+            Some("RoleBinding" | "ClusterRoleBinding")
+        )
+    }) {
+        for subj in o["subjects"].as_array().into_iter().flatten() {
+            assert_eq!(subj["namespace"], s.ns.name.as_str(), "{o}");
+        }
+    }
+    let applied = apply_all(&s.client, &objects)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(applied.len(), objects.len());
+
+    // Everything reaches its expected state (no kubelet: no running Pods).
+    let deploy: Api<Deployment> = Api::namespaced(s.client.clone(), &s.ns.name);
+    let d = deploy.get("lvms-operator").await.expect("Deployment");
+    let spec = d.spec.expect("spec");
+    assert_eq!(spec.replicas, Some(1));
+    assert_eq!(
+        spec.strategy.and_then(|st| st.type_).as_deref(),
+        Some("Recreate")
+    );
+    let sas: Api<ServiceAccount> = Api::namespaced(s.client.clone(), &s.ns.name);
+    for sa in ["lvms-operator", "vg-manager"] {
+        sas.get(sa)
+            .await
+            .unwrap_or_else(|e| panic!("ServiceAccount {sa}: {e}"));
+    }
+
+    let cp = &support::env().cp;
+    let kubeconfig = |sa: &str| {
+        let path = s.dir.join(format!("{sa}.kubeconfig"));
+        cp.write_kubeconfig_for(
+            &format!("system:serviceaccount:{}:{sa}", s.ns.name),
+            Some("system:serviceaccounts"),
+            &path,
+        )
+        .expect("kubeconfig");
+        path
+    };
+    (kubeconfig("lvms-operator"), kubeconfig("vg-manager"))
+}
+
+fn operator_as(s: &Scenario, kubeconfig: &Path) -> OperatorProcess {
+    OperatorProcess::start(&OperatorOptions {
+        bin: PathBuf::from(env!("CARGO_BIN_EXE_lvms")),
+        kubeconfig: kubeconfig.to_path_buf(),
+        namespace: s.ns.name.clone(),
+        journal_dir: s.journal_dir.clone(),
+        log: s.dir.join("operator.log"),
+        env: vec![],
+        args: vec!["--leader-elect".into(), "--debounce".into(), "20ms".into()],
+    })
+    .expect("starting lvms operator")
+}
+
+fn vg_manager_as(s: &Scenario, kubeconfig: &Path) -> OperatorProcess {
+    OperatorProcess::start_vg_manager(&VgManagerOptions {
+        bin: env!("CARGO_BIN_EXE_lvms").into(),
+        kubeconfig: kubeconfig.to_path_buf(),
+        namespace: s.ns.name.clone(),
+        node: "node-a".into(),
+        dir: s.dir.join("node-a"),
+        lvm_config: NO_DM_LVM_CONFIG.into(),
+        env: vec![],
+    })
+    .expect("starting vg-manager")
+}
+
+fn cluster(vg: &str, path: &str, labels: Value) -> Value {
+    json!({
+        "apiVersion": "lvm.topolvm.io/v1alpha1", "kind": "LVMCluster",
+        "metadata": {"name": "my-lvmcluster"},
+        "spec": {"storage": {"deviceClasses": [
+            {"name": vg, "default": true, "deviceSelector": {"paths": [path]},
+             "storageClassOptions": {"additionalLabels": labels}}]}}
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn installed_with_own_service_accounts_create_ready_edit_delete() {
+    require_prerequisites();
+    let s = Scenario::new("rbac").await;
+    let (op_kc, vm_kc) = install(&s).await;
+    let vg = format!("r{}", std::process::id());
+    let d1 = Disk::new(&s.dir.join("disks"), "r1", 128);
+    create_node(&s.client, "node-a", false).await;
+    register_csi_node(&s.client, "node-a", true).await;
+
+    let op = operator_as(&s, &op_kc);
+    let vm = vg_manager_as(&s, &vm_kc);
+    s.create_cluster(cluster(&vg, &d1.link, json!({"tier": "fast"})))
+        .await;
+    s.wait_state("my-lvmcluster", LVMStateType::Ready, T).await;
+    let statuses: Api<LVMVolumeGroupNodeStatus> = Api::namespaced(s.client.clone(), &s.ns.name);
+    let ns = statuses.get("node-a").await.expect("node status");
+    assert!(
+        ns.spec
+            .lvm_vg_status
+            .iter()
+            .any(|e| e.name == vg && e.status == Some(VGStatusType::Ready))
+    );
+
+    // Edit: the StorageClass labels follow.
+    s.clusters()
+        .patch(
+            "my-lvmcluster",
+            &PatchParams::default(),
+            &Patch::Merge(&cluster(&vg, &d1.link, json!({"tier": "slow"}))),
+        )
+        .await
+        .expect("edit");
+    let scs: Api<StorageClass> = Api::all(s.client.clone());
+    let sc = format!("lvms-{vg}");
+    eventually(T, || async {
+        let got = scs.get_opt(&sc).await.ok()??;
+        (got.metadata.labels?.get("tier")? == "slow").then_some(())
+    })
+    .await
+    .unwrap_or_else(|| {
+        panic!(
+            "StorageClass {sc} never relabelled; operator log:\n{}",
+            op.log_text()
+        )
+    });
+
+    // Delete: vg-manager removes its VG, the operator tears down and drops the finalizer.
+    s.clusters()
+        .delete("my-lvmcluster", &DeleteParams::default())
+        .await
+        .expect("delete");
+    register_csi_node(&s.client, "node-a", false).await;
+    eventually(T, || async {
+        s.cluster("my-lvmcluster").await.is_none().then_some(())
+    })
+    .await
+    .unwrap_or_else(|| {
+        panic!(
+            "LVMCluster not deleted; operator log:\n{}\nvg-manager log:\n{}",
+            op.log_text(),
+            vm.log_text()
+        )
+    });
+    assert!(!vg_names().contains(&vg), "VG left behind");
+    for (who, p) in [("operator", &op), ("vg-manager", &vm)] {
+        let log = p.log_text();
+        assert!(
+            !log.contains("is forbidden"),
+            "{who} was refused something with its own ServiceAccount:\n{log}"
+        );
+    }
+    assert_no_duplicate_events(&s.events().await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_rule_is_reported_as_forbidden_not_a_hang() {
+    let s = Scenario::new("rbac-missing").await;
+    let (op_kc, _) = install(&s).await;
+    create_node(&s.client, "node-a", false).await;
+    register_csi_node(&s.client, "node-a", true).await;
+    // The operator may still read StorageClasses, but no longer write them.
+    let roles: Api<ClusterRole> = Api::all(s.client.clone());
+    let mut role = roles.get("lvms-operator").await.expect("ClusterRole");
+    let mut rules = role.rules.take().unwrap_or_default();
+    for rule in &mut rules {
+        if let Some(res) = rule.resources.as_mut() {
+            res.retain(|r| r != "storageclasses");
+        }
+    }
+    rules.push(k8s_openapi::api::rbac::v1::PolicyRule {
+        api_groups: Some(vec!["storage.k8s.io".into()]),
+        resources: Some(vec!["storageclasses".into()]),
+        verbs: vec!["get".into(), "list".into(), "watch".into()],
+        ..Default::default()
+    });
+    role.rules = Some(rules);
+    role.metadata.managed_fields = None;
+    roles
+        .replace("lvms-operator", &Default::default(), &role)
+        .await
+        .expect("narrowing the ClusterRole");
+
+    let op = operator_as(&s, &op_kc);
+    s.create_cluster(cluster("vg1", "/dev/lvms-none", json!({})))
+        .await;
+    let forbidden = eventually(T, || async {
+        s.events().await.into_iter().find(|e| {
+            e.reason.as_deref() == Some("ResourceReconciliationIncomplete")
+                && e.note.as_deref().is_some_and(|n| n.contains("forbidden"))
+        })
+    })
+    .await
+    .unwrap_or_else(|| panic!("no Forbidden Event; operator log:\n{}", op.log_text()));
+    let note = forbidden.note.unwrap_or_default();
+    assert!(note.contains("storageclasses"), "{note}");
+    let c = s.cluster("my-lvmcluster").await.expect("LVMCluster");
+    let status = c.status.expect("status written");
+    let cond = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "ResourcesAvailable")
+        .expect("ResourcesAvailable");
+    assert_eq!(cond.status, "False");
+    assert!(
+        cond.message.contains("forbidden"),
+        "the condition should say why: {}",
+        cond.message
+    );
+    // The rest still converged: not a hang.
+    let vgs: Api<lvms::api::LVMVolumeGroup> = Api::namespaced(s.client.clone(), &s.ns.name);
+    assert!(vgs.get_opt("vg1").await.expect("get").is_some());
+}
