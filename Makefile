@@ -18,6 +18,7 @@ lint:
 
 crds:
 	cargo run -q -- crds --out-dir deploy/crds
+	cp deploy/crds/*.topolvm.io.yaml deploy/helm/lvms/crds/
 
 demo: test-bins
 	deploy/dev/demo.sh

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Builds the upstream test peers (etcd, kube-apiserver, kube-controller-manager, Jaeger,
-# kustomize) from their Go modules into a cache outside the repo, once per version. Go is only
+# kustomize, helm) from their Go modules into a cache outside the repo, once per version. Go is only
 # a build tool here.
 #
 #   deploy/dev/build-test-bins.sh          # prints the bin directory on success
 #
 # Env: LVMS_K8S_VERSION (v1.36.3), LVMS_ETCD_VERSION (v3.6.16), LVMS_JAEGER_VERSION (v1.76.0,
-# the module version of Jaeger v2.13.0), LVMS_KUSTOMIZE_VERSION (v5.8.0), LVMS_TEST_BINS_CACHE
+# the module version of Jaeger v2.13.0), LVMS_KUSTOMIZE_VERSION (v5.8.0),
+# LVMS_HELM_VERSION (v3.19.0), LVMS_TEST_BINS_CACHE
 # (~/.cache/lvms-test-bins). Exits non-zero with the fix when Go is missing or a build fails.
 set -euo pipefail
 
@@ -19,12 +20,14 @@ JAEGER=${LVMS_JAEGER_VERSION:-v1.76.0}
 JDIR=$CACHE/jaeger-$JAEGER
 KUSTOMIZE=${LVMS_KUSTOMIZE_VERSION:-v5.8.0}
 KDIR=$CACHE/kustomize-$KUSTOMIZE
+HELM=${LVMS_HELM_VERSION:-v3.19.0}
+HDIR=$CACHE/helm-$HELM
 
 die() { echo "build-test-bins: $*" >&2; exit 1; }
 command -v go >/dev/null || die "no Go toolchain on PATH: install Go >= 1.26 (apt-get install golang-go is too old; use the machine's Go) and rerun"
 command -v python3 >/dev/null || die "python3 is needed to read the kubernetes go.mod: apt-get install -y python3"
 
-if [ -x "$BIN/etcd" ] && [ -x "$BIN/kube-apiserver" ] && [ -x "$BIN/kube-controller-manager" ] && [ -x "$JDIR/bin/jaeger" ] && [ -x "$KDIR/bin/kustomize" ]; then
+if [ -x "$BIN/etcd" ] && [ -x "$BIN/kube-apiserver" ] && [ -x "$BIN/kube-controller-manager" ] && [ -x "$JDIR/bin/jaeger" ] && [ -x "$KDIR/bin/kustomize" ] && [ -x "$HDIR/bin/helm" ]; then
   echo "$BIN"; exit 0
 fi
 
@@ -95,5 +98,12 @@ if [ ! -x "$KDIR/bin/kustomize" ]; then
   GOBIN=$KDIR/bin go install -trimpath -ldflags "-s -w" "sigs.k8s.io/kustomize/kustomize/v5@$KUSTOMIZE" >"$KDIR/build.log" 2>&1 ||
     die "kustomize build failed; last lines of $KDIR/build.log:
 $(tail -20 "$KDIR/build.log")"
+fi
+if [ ! -x "$HDIR/bin/helm" ]; then
+  mkdir -p "$HDIR/bin"
+  echo "build-test-bins: building helm $HELM" >&2
+  GOBIN=$HDIR/bin go install -trimpath -ldflags "-s -w" "helm.sh/helm/v3/cmd/helm@$HELM" >"$HDIR/build.log" 2>&1 ||
+    die "helm build failed; last lines of $HDIR/build.log:
+$(tail -20 "$HDIR/build.log")"
 fi
 echo "$BIN"

@@ -16,7 +16,7 @@ pub const FIELD_MANAGER: &str = "lvms-install";
 #[derive(Debug, thiserror::Error)]
 pub enum DeployError {
     #[error(
-        "no kustomize at {0}: run deploy/dev/build-test-bins.sh (builds it from the Go module proxy) or set LVMS_KUSTOMIZE_BIN"
+        "no {0}: run deploy/dev/build-test-bins.sh (builds kustomize and helm from the Go module proxy) or set LVMS_KUSTOMIZE_BIN / LVMS_HELM_BIN"
     )]
     Missing(PathBuf),
     #[error("kustomize build {dir}: {message}")]
@@ -36,13 +36,7 @@ pub fn kustomize_bin() -> PathBuf {
     if let Some(p) = std::env::var_os("LVMS_KUSTOMIZE_BIN") {
         return PathBuf::from(p);
     }
-    let cache = std::env::var_os("LVMS_TEST_BINS_CACHE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(std::env::var_os("HOME").unwrap_or_else(|| "/root".into()))
-                .join(".cache/lvms-test-bins")
-        });
-    cache
+    cache_dir()
         .join(format!("kustomize-{KUSTOMIZE_VERSION}"))
         .join("bin/kustomize")
 }
@@ -83,16 +77,80 @@ pub fn render(dir: &Path) -> Result<Vec<Value>, DeployError> {
             message: String::from_utf8_lossy(&out.stderr).trim().to_string(),
         });
     }
-    let text = String::from_utf8_lossy(&out.stdout);
+    parse_stream(&String::from_utf8_lossy(&out.stdout))
+}
+
+/// A multi-document YAML stream as JSON objects (comment-only documents skipped).
+pub fn parse_stream(text: &str) -> Result<Vec<Value>, DeployError> {
     let mut objects = Vec::new();
-    for doc in text.split("\n---\n") {
-        if doc.trim().is_empty() {
-            continue;
+    let mut doc = String::new();
+    let mut flush = |doc: &mut String| -> Result<(), DeployError> {
+        if !doc.trim().is_empty() {
+            let v: Value =
+                serde_saphyr::from_str(doc).map_err(|e| DeployError::Yaml(e.to_string()))?;
+            if !v.is_null() {
+                objects.push(v);
+            }
         }
-        let v: Value = serde_saphyr::from_str(doc).map_err(|e| DeployError::Yaml(e.to_string()))?;
-        objects.push(v);
+        doc.clear();
+        Ok(())
+    };
+    for line in text.lines() {
+        if line.trim_end() == "---" {
+            flush(&mut doc)?;
+        } else {
+            doc.push_str(line);
+            doc.push('\n');
+        }
     }
+    flush(&mut doc)?;
     Ok(objects)
+}
+
+pub const HELM_VERSION: &str = "v3.19.0";
+
+pub fn helm_bin() -> PathBuf {
+    if let Some(p) = std::env::var_os("LVMS_HELM_BIN") {
+        return PathBuf::from(p);
+    }
+    cache_dir()
+        .join(format!("helm-{HELM_VERSION}"))
+        .join("bin/helm")
+}
+
+fn cache_dir() -> PathBuf {
+    std::env::var_os("LVMS_TEST_BINS_CACHE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var_os("HOME").unwrap_or_else(|| "/root".into()))
+                .join(".cache/lvms-test-bins")
+        })
+}
+
+/// `helm template lvms <chart> --include-crds --set k=v ...`, as JSON objects.
+pub fn helm_template(chart: &Path, set: &[(&str, &str)]) -> Result<Vec<Value>, DeployError> {
+    let bin = helm_bin();
+    if !bin.is_file() {
+        return Err(DeployError::Missing(bin));
+    }
+    let mut cmd = std::process::Command::new(&bin);
+    cmd.args(["template", "lvms"])
+        .arg(chart)
+        .arg("--include-crds");
+    for (k, v) in set {
+        cmd.arg("--set").arg(format!("{k}={v}"));
+    }
+    let out = cmd.output().map_err(|e| DeployError::Build {
+        dir: chart.to_path_buf(),
+        message: e.to_string(),
+    })?;
+    if !out.status.success() {
+        return Err(DeployError::Build {
+            dir: chart.to_path_buf(),
+            message: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        });
+    }
+    parse_stream(&String::from_utf8_lossy(&out.stdout))
 }
 
 /// Server-side apply of every object (forced: the installer owns these fields), in order.
@@ -154,6 +212,15 @@ pub async fn apply_all(client: &Client, objects: &[Value]) -> Result<Vec<String>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn streams_split_on_document_markers_and_skip_comment_only_documents() {
+        let objs = parse_stream("---\n# Source: a\n---\na: 1\n---\nb: [x]\n").unwrap();
+        assert_eq!(
+            objs,
+            vec![serde_json::json!({"a": 1}), serde_json::json!({"b": ["x"]})]
+        );
+    }
 
     #[test]
     fn the_overlay_names_its_base_relatively() {

@@ -257,19 +257,22 @@ async fn a_missing_rule_is_reported_as_forbidden_not_a_hang() {
     .unwrap_or_else(|| panic!("no Forbidden Event; operator log:\n{}", op.log_text()));
     let note = forbidden.note.unwrap_or_default();
     assert!(note.contains("storageclasses"), "{note}");
-    let c = s.cluster("my-lvmcluster").await.expect("LVMCluster");
-    let status = c.status.expect("status written");
-    let cond = status
-        .conditions
-        .iter()
-        .find(|c| c.type_ == "ResourcesAvailable")
-        .expect("ResourcesAvailable");
+    // The status follows the failed pass (the Event may come first).
+    let cond = eventually(T, || async {
+        let c = s.cluster("my-lvmcluster").await?;
+        c.status?
+            .conditions
+            .into_iter()
+            .find(|c| c.type_ == "ResourcesAvailable" && c.message.contains("forbidden"))
+    })
+    .await
+    .unwrap_or_else(|| {
+        panic!(
+            "ResourcesAvailable never said why; status: {:#?}",
+            futures::executor::block_on(s.cluster("my-lvmcluster")).and_then(|c| c.status)
+        )
+    });
     assert_eq!(cond.status, "False");
-    assert!(
-        cond.message.contains("forbidden"),
-        "the condition should say why: {}",
-        cond.message
-    );
     // The rest still converged: not a hang.
     let vgs: Api<lvms::api::LVMVolumeGroup> = Api::namespaced(s.client.clone(), &s.ns.name);
     assert!(vgs.get_opt("vg1").await.expect("get").is_some());
