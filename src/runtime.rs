@@ -38,7 +38,20 @@ impl Diagnostics {
                 if synced.load(Ordering::Acquire) {
                     Ok(())
                 } else {
-                    Err("caches not synced yet".into())
+                    let failing = crate::kube::caches::watch_errors()
+                        .lock()
+                        .map(|m| {
+                            m.iter()
+                                .map(|(k, v)| format!("{k}: {v}"))
+                                .collect::<Vec<_>>()
+                                .join("; ")
+                        })
+                        .unwrap_or_default();
+                    if failing.is_empty() {
+                        Err("caches not synced yet".into())
+                    } else {
+                        Err(format!("caches not synced yet; failing watches: {failing}"))
+                    }
                 }
             })
         };

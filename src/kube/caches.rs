@@ -104,6 +104,37 @@ fn spawn_dynamic(
     store
 }
 
+/// The last error of each watch that is failing right now (cleared by its next event), for
+/// `/readyz`: a watch the ServiceAccount may not list would otherwise only show as "caches not
+/// synced".
+pub fn watch_errors() -> &'static std::sync::Mutex<std::collections::BTreeMap<String, String>> {
+    static ERRORS: std::sync::OnceLock<
+        std::sync::Mutex<std::collections::BTreeMap<String, String>>,
+    > = std::sync::OnceLock::new();
+    ERRORS.get_or_init(Default::default)
+}
+
+fn watch_ok(source: Source) {
+    if let Ok(mut m) = watch_errors().lock()
+        && !m.is_empty()
+    {
+        m.remove(&format!("{source:?}"));
+    }
+}
+
+fn watch_failed(source: Source, e: &dyn std::fmt::Display) {
+    let text = e.to_string();
+    let first = watch_errors()
+        .lock()
+        .map(|mut m| m.insert(format!("{source:?}"), text.clone()).is_none())
+        .unwrap_or(false);
+    if first && text.contains("forbidden") {
+        tracing::error!(?source, error = %text, "watch refused: the ServiceAccount lacks list/watch on this resource (see deploy/rbac)");
+    } else {
+        debug!(?source, error = %text, "watch error (retrying with backoff)");
+    }
+}
+
 /// Drive a reflector stream: every event (or error, retried with backoff) wakes the router.
 async fn route<T, E: std::fmt::Display>(
     stream: impl futures::Stream<Item = Result<T, E>>,
@@ -113,8 +144,11 @@ async fn route<T, E: std::fmt::Display>(
     futures::pin_mut!(stream);
     while let Some(ev) = stream.next().await {
         match ev {
-            Ok(_) => router(source, None),
-            Err(e) => debug!(?source, error = %e, "watch error (retrying with backoff)"),
+            Ok(_) => {
+                watch_ok(source);
+                router(source, None)
+            }
+            Err(e) => watch_failed(source, &e),
         }
     }
 }
@@ -132,6 +166,7 @@ async fn route_generations<K: Resource<DynamicType = ()>, E: std::fmt::Display>(
     while let Some(ev) = stream.next().await {
         match ev {
             Ok(watcher::Event::Apply(obj) | watcher::Event::InitApply(obj)) => {
+                watch_ok(source);
                 let meta = obj.meta();
                 let generation = meta.generation.unwrap_or_default();
                 let uid = meta.uid.clone().unwrap_or_default();
@@ -152,8 +187,11 @@ async fn route_generations<K: Resource<DynamicType = ()>, E: std::fmt::Display>(
                 let tp = span.in_scope(crate::telemetry::otel::current_traceparent);
                 router(source, tp.as_deref());
             }
-            Ok(_) => router(source, None),
-            Err(e) => debug!(?source, error = %e, "watch error (retrying with backoff)"),
+            Ok(_) => {
+                watch_ok(source);
+                router(source, None)
+            }
+            Err(e) => watch_failed(source, &e),
         }
     }
 }

@@ -277,3 +277,47 @@ async fn a_missing_rule_is_reported_as_forbidden_not_a_hang() {
     let vgs: Api<lvms::api::LVMVolumeGroup> = Api::namespaced(s.client.clone(), &s.ns.name);
     assert!(vgs.get_opt("vg1").await.expect("get").is_some());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watch_the_operator_may_not_list_is_named_by_readyz() {
+    let s = Scenario::new("rbac-watch").await;
+    let (op_kc, _) = install(&s).await;
+    // CSINodes removed from the operator's ClusterRole altogether: its cache cannot sync.
+    let roles: Api<ClusterRole> = Api::all(s.client.clone());
+    let mut role = roles.get("lvms-operator").await.expect("ClusterRole");
+    let mut rules = role.rules.take().unwrap_or_default();
+    for rule in &mut rules {
+        if let Some(res) = rule.resources.as_mut() {
+            res.retain(|r| r != "csinodes");
+        }
+    }
+    rules.retain(|r| r.resources.as_ref().is_none_or(|res| !res.is_empty()));
+    role.rules = Some(rules);
+    role.metadata.managed_fields = None;
+    roles
+        .replace("lvms-operator", &Default::default(), &role)
+        .await
+        .expect("narrowing the ClusterRole");
+    let op = operator_as(&s, &op_kc);
+    let body = eventually(T, || async {
+        match op.diagnostics_get("/readyz") {
+            Ok((503, body)) if body.contains("forbidden") => Some(body),
+            _ => None,
+        }
+    })
+    .await
+    .unwrap_or_else(|| {
+        panic!(
+            "/readyz never named the refused watch; log:\n{}",
+            op.log_text()
+        )
+    });
+    assert!(
+        body.contains("CsiNode") && body.contains("csinodes"),
+        "{body}"
+    );
+    assert!(
+        op.log_text().contains("watch refused"),
+        "no error line naming the missing rule"
+    );
+}
