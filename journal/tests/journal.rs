@@ -244,7 +244,18 @@ fn newer_format_version_is_refused_naming_both_versions() {
     j.testing_set_format_version(lvms_journal::codec::FORMAT_VERSION + 1)
         .unwrap();
     drop(j);
-    let err = Journal::open(dir.path()).unwrap_err();
+    // sled's flusher thread can hold the file lock a moment after the drop.
+    let mut tries = 0;
+    let err = loop {
+        match Journal::open(dir.path()) {
+            Err(e) if e.to_string().contains("could not acquire lock") && tries < 100 => {
+                tries += 1;
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            Err(e) => break e,
+            Ok(_) => panic!("a journal of a newer format was opened"),
+        }
+    };
     assert!(
         matches!(
             err,
