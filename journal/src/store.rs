@@ -64,19 +64,36 @@ impl Default for SledOptions {
     }
 }
 
+/// How long `open` waits for a lock held by a just-dropped handle of this process.
+const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
 pub struct SledStore {
     db: sled::Db,
 }
 
 impl SledStore {
     pub fn open(path: &Path, opts: &SledOptions) -> Result<Self, StoreError> {
-        let db = sled::Config::new()
+        let config = sled::Config::new()
             .path(path)
             .cache_capacity(opts.cache_capacity)
-            .flush_every_ms(opts.flush_every_ms)
-            .open()
-            .map_err(|e| StoreError::new("opening sled database", e))?;
-        Ok(Self { db })
+            .flush_every_ms(opts.flush_every_ms);
+        // A dropped Db's flusher thread keeps the file lock until its next tick (up to
+        // flush_every_ms): reopening in the same process waits that out. Another live process
+        // holding the lock still fails, after the wait.
+        let deadline = std::time::Instant::now() + LOCK_WAIT;
+        loop {
+            match config.open() {
+                Ok(db) => return Ok(Self { db }),
+                // sled reports it as ErrorKind::Other with this text.
+                Err(sled::Error::Io(e))
+                    if e.to_string().contains("could not acquire lock")
+                        && std::time::Instant::now() < deadline =>
+                {
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+                Err(e) => return Err(StoreError::new("opening sled database", e)),
+            }
+        }
     }
 }
 

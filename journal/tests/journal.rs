@@ -380,3 +380,21 @@ fn the_append_observer_sees_each_append_and_whether_it_flushed() {
     assert_eq!(flushed, vec![false, true, true]);
     assert!(j.size_on_disk().unwrap() > 0);
 }
+
+#[test]
+fn a_journal_held_by_a_live_handle_is_refused_after_a_short_wait() {
+    let dir = tmp();
+    let j = Journal::open(dir.path()).unwrap();
+    j.append_observed(observed("vg", "c"), trace(1)).unwrap();
+    let started = std::time::Instant::now();
+    let err = match Journal::open(dir.path()) {
+        Err(e) => e,
+        Ok(_) => panic!("two live handles on one journal"),
+    };
+    assert!(err.to_string().contains("lock"), "{err}");
+    assert!(started.elapsed() >= Duration::from_millis(1500));
+    // Once the holder is gone, the next open waits out sled's flusher and succeeds.
+    drop(j);
+    let j = Journal::open(dir.path()).unwrap();
+    assert_eq!(j.iter().count(), 1);
+}
