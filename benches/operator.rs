@@ -32,10 +32,14 @@
 //! `cargo test --all-targets` also builds and runs this target; without `--bench` it returns
 //! at once.
 
+#[path = "support/mod.rs"]
+mod support;
+
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
+use support::{BoxError, Result, env_list, lvms_bin, tail, target_dir, wait_ready};
 
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::apps::v1::DaemonSet;
@@ -47,7 +51,7 @@ use lvms::api::{
     CONDITION_RESOURCES_AVAILABLE, LVMCLUSTER_FINALIZER, LVMCluster, LVMVolumeGroup,
     LVMVolumeGroupNodeStatus,
 };
-use lvms::dev::operator::{OperatorOptions, OperatorProcess, lvms_bin_near};
+use lvms::dev::operator::{OperatorOptions, OperatorProcess};
 use lvms::dev::{ControlPlane, Lifetime, Options};
 use serde_json::{Value, json};
 
@@ -60,65 +64,8 @@ const CLK_TCK: f64 = 100.0;
 /// Concurrent requests while creating Nodes and CSINodes.
 const CREATE_CONCURRENCY: usize = 32;
 
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
-type Result<T> = std::result::Result<T, BoxError>;
-
 fn main() {
-    if !std::env::args().any(|a| a == "--bench") {
-        println!("benches/operator: skipped (not run under `cargo bench`)");
-        return;
-    }
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("tokio runtime");
-    if let Err(e) = rt.block_on(bench()) {
-        eprintln!("benches/operator failed: {e}");
-        std::process::exit(1);
-    }
-}
-
-fn env_list(name: &str, default: &[usize]) -> Vec<usize> {
-    match std::env::var(name) {
-        Ok(v) => v
-            .split(',')
-            .map(|s| {
-                s.trim()
-                    .parse()
-                    .unwrap_or_else(|e| panic!("{name}={v:?}: {e}"))
-            })
-            .collect(),
-        Err(_) => default.to_vec(),
-    }
-}
-
-/// `$LVMS_BIN`, else the `lvms` built for this bench (cargo builds the package's binaries
-/// for benches), else one next to this executable.
-fn lvms_bin() -> PathBuf {
-    if let Some(p) = std::env::var_os("LVMS_BIN") {
-        return PathBuf::from(p);
-    }
-    let built = PathBuf::from(env!("CARGO_BIN_EXE_lvms"));
-    if built.is_file() {
-        return built;
-    }
-    let exe = std::env::current_exe().expect("current_exe");
-    lvms_bin_near(&exe).unwrap_or_else(|| {
-        panic!(
-            "no `lvms` binary at {} nor near {}: run `cargo build --release --bin lvms` (or set LVMS_BIN)",
-            built.display(),
-            exe.display()
-        )
-    })
-}
-
-/// The cargo target directory this bench was built in (`<target>/release/deps/operator-*`).
-fn target_dir() -> PathBuf {
-    let exe = std::env::current_exe().expect("current_exe");
-    exe.ancestors()
-        .nth(3)
-        .map(Path::to_path_buf)
-        .unwrap_or_else(|| PathBuf::from("target"))
+    support::main_with("operator", bench);
 }
 
 struct Row {
@@ -273,7 +220,7 @@ async fn run_config(
         args: vec!["--log-format".into(), "json".into()],
     })?;
     let t = Instant::now();
-    wait_ready(&op).await?;
+    wait_ready(&op, POLL, TIMEOUT).await?;
     let operator_ready = t.elapsed();
     let rss_ready_kib = op.rss_kib().ok_or("operator exited")?;
     println!(
@@ -534,24 +481,6 @@ fn cluster(classes: usize) -> Value {
         "metadata": {"name": CLUSTER, "namespace": NAMESPACE},
         "spec": {"storage": {"deviceClasses": device_classes}},
     })
-}
-
-async fn wait_ready(op: &OperatorProcess) -> Result<()> {
-    let deadline = Instant::now() + TIMEOUT;
-    loop {
-        if matches!(op.diagnostics_get("/readyz"), Ok((200, _))) {
-            return Ok(());
-        }
-        if op.rss_kib().is_none() || Instant::now() > deadline {
-            return Err(format!(
-                "operator not ready; log {}:\n{}",
-                op.log.display(),
-                tail(&op.log_text(), 20)
-            )
-            .into());
-        }
-        tokio::time::sleep(POLL).await;
-    }
 }
 
 /// Polls until every object exists and ResourcesAvailable=True; returns when each condition
@@ -876,11 +805,6 @@ fn rss_split(pid: u32) -> String {
         f("RssFile:"),
         proc_status_kib(pid, "Threads:").unwrap_or(0)
     )
-}
-
-fn tail(text: &str, n: usize) -> String {
-    let lines: Vec<&str> = text.lines().collect();
-    lines[lines.len().saturating_sub(n)..].join("\n")
 }
 
 fn mib(kib: u64) -> f64 {

@@ -21,10 +21,14 @@
 //! `cargo test --all-targets` also builds and runs this target; without `--bench` it returns
 //! at once.
 
+#[path = "support/mod.rs"]
+mod support;
+
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
+use support::{Result, env_list, lvms_bin, target_dir, wait_ready};
 
 use k8s_openapi::api::core::v1::{Namespace, Node};
 use kube::Client;
@@ -39,50 +43,8 @@ const NODE: &str = "bench-node";
 const POLL: Duration = Duration::from_millis(10);
 const TIMEOUT: Duration = Duration::from_secs(120);
 
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
-type Result<T> = std::result::Result<T, BoxError>;
-
 fn main() {
-    if !std::env::args().any(|a| a == "--bench") {
-        println!("benches/vgmanager: skipped (not run under `cargo bench`)");
-        return;
-    }
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("tokio runtime");
-    if let Err(e) = rt.block_on(bench()) {
-        eprintln!("benches/vgmanager failed: {e}");
-        std::process::exit(1);
-    }
-}
-
-fn env_list(name: &str, default: &[usize]) -> Vec<usize> {
-    match std::env::var(name) {
-        Ok(v) => v
-            .split(',')
-            .map(|s| {
-                s.trim()
-                    .parse()
-                    .unwrap_or_else(|e| panic!("{name}={v:?}: {e}"))
-            })
-            .collect(),
-        Err(_) => default.to_vec(),
-    }
-}
-
-fn lvms_bin() -> PathBuf {
-    std::env::var_os("LVMS_BIN")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_lvms")))
-}
-
-fn target_dir() -> PathBuf {
-    let exe = std::env::current_exe().expect("current_exe");
-    exe.ancestors()
-        .nth(3)
-        .map(Path::to_path_buf)
-        .unwrap_or_else(|| PathBuf::from("target"))
+    support::main_with("vgmanager", bench);
 }
 
 fn run(cmd: &str, args: &[&str]) -> Result<String> {
@@ -248,7 +210,7 @@ async fn measure(
             ),
         ],
     })?;
-    wait_ready(&vm).await?;
+    wait_ready(&vm, Duration::from_millis(50), TIMEOUT).await?;
 
     let vgs: Api<LVMVolumeGroup> = Api::namespaced(client.clone(), NAMESPACE);
     let obj: LVMVolumeGroup = serde_json::from_value(json!({
@@ -292,17 +254,6 @@ async fn measure(
     let _ = vgs.delete(&vg, &Default::default()).await;
     drop(disks);
     Ok(sample)
-}
-
-async fn wait_ready(vm: &OperatorProcess) -> Result<()> {
-    let started = Instant::now();
-    while started.elapsed() < TIMEOUT {
-        if matches!(vm.diagnostics_get("/readyz"), Ok((200, _))) {
-            return Ok(());
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    Err(format!("vg-manager not ready; log:\n{}", vm.log_text()).into())
 }
 
 /// Sums the `volume group pass` lines of `vg` in vg-manager's JSON log.

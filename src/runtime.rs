@@ -145,3 +145,43 @@ impl UnitWiring {
         }
     }
 }
+
+/// A running supervision tree: both processes start it the same way and stop it the same way
+/// (each child finishes its pass, then the journal is flushed).
+pub struct Supervision {
+    pub supervisor: ActorRef<lvms_actors::SupervisorMsg>,
+    /// Ends when the supervisor stops (it gave up, or was stopped).
+    pub done: JoinHandle<()>,
+}
+
+impl Supervision {
+    pub async fn start(
+        children: Vec<ChildSpec>,
+        policy: lvms_actors::RestartPolicy,
+        readiness: Readiness,
+        metrics: &crate::telemetry::metrics::Metrics,
+    ) -> anyhow::Result<Self> {
+        let (supervisor, done) = Actor::spawn(
+            None,
+            lvms_actors::Supervisor,
+            lvms_actors::SupervisorArgs {
+                children,
+                policy,
+                readiness,
+                on_restart: Some(metrics.restart_hook()),
+            },
+        )
+        .await
+        .context("starting the supervision tree")?;
+        Ok(Supervision { supervisor, done })
+    }
+
+    /// Stops every child (each finishes its current pass, 5 s at most), then flushes.
+    pub async fn stop(self, journal: &Journal) {
+        self.supervisor.stop(Some("shutdown".into()));
+        let _ = tokio::time::timeout(Duration::from_secs(5), self.done).await;
+        if let Err(e) = journal.flush() {
+            tracing::warn!(error = %e, "journal flush at shutdown failed");
+        }
+    }
+}

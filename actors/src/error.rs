@@ -48,3 +48,10 @@ impl fmt::Display for UnitError {
         write!(f, "{}: {}", self.reason, self.message)
     }
 }
+
+/// Marks `span` failed the OpenTelemetry way (status ERROR and the message); the span must
+/// declare `otel.status_code` and `error.message` as empty fields.
+pub fn record_span_error(span: &tracing::Span, error: &dyn std::fmt::Display) {
+    span.record("otel.status_code", "ERROR");
+    span.record("error.message", tracing::field::display(error));
+}

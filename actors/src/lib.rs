@@ -16,7 +16,7 @@ mod supervisor;
 mod trigger;
 mod unit;
 
-pub use error::UnitError;
+pub use error::{UnitError, record_span_error};
 pub use health::{UnitHealth, UnitState};
 pub use publisher::{
     EventMapper, EventPublisher, EventSink, EventSpec, EventType, PublisherArgs, PublisherMsg,

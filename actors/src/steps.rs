@@ -193,40 +193,31 @@ impl Steps {
             otel.status_code = tracing::field::Empty,
             error.message = tracing::field::Empty,
         );
-        let result = self.run_step(spec, effect).instrument(span.clone()).await;
-        if let Err(e) = &result {
-            span.record("otel.status_code", "ERROR");
-            span.record("error.message", tracing::field::display(e));
+        let result = async {
+            let key = spec.idempotency_key(&self.unit);
+            let action = spec.action.clone();
+            let intent = self.intent(spec.object, &spec.action, &spec.desired_digest, key);
+            let seq = self
+                .journal
+                .append_intent(intent, self.record_trace())
+                .map_err(UnitError::journal)?;
+            faults::crash_point_in(faults::INTENT_DURABLE, &self.unit, &action);
+            let started = Instant::now();
+            let result = effect().await;
+            faults::crash_point_in(faults::APPLIED, &self.unit, &action);
+            self.close(seq, &result, started)?;
+            faults::crash_point_in(faults::STEP_OUTCOME, &self.unit, &action);
+            if result.is_ok()
+                && let Ok(mut p) = self.pass.lock()
+            {
+                p.applied += 1;
+            }
+            result
         }
-        result
-    }
-
-    async fn run_step<F, Fut>(
-        &self,
-        spec: StepSpec,
-        effect: F,
-    ) -> Result<BTreeMap<String, String>, UnitError>
-    where
-        F: FnOnce() -> Fut,
-        Fut: Future<Output = Result<BTreeMap<String, String>, UnitError>>,
-    {
-        let key = spec.idempotency_key(&self.unit);
-        let action = spec.action.clone();
-        let intent = self.intent(spec.object, &spec.action, &spec.desired_digest, key);
-        let seq = self
-            .journal
-            .append_intent(intent, self.record_trace())
-            .map_err(UnitError::journal)?;
-        faults::crash_point_in(faults::INTENT_DURABLE, &self.unit, &action);
-        let started = Instant::now();
-        let result = effect().await;
-        faults::crash_point_in(faults::APPLIED, &self.unit, &action);
-        self.close(seq, &result, started)?;
-        faults::crash_point_in(faults::STEP_OUTCOME, &self.unit, &action);
-        if result.is_ok()
-            && let Ok(mut p) = self.pass.lock()
-        {
-            p.applied += 1;
+        .instrument(span.clone())
+        .await;
+        if let Err(e) = &result {
+            crate::error::record_span_error(&span, e);
         }
         result
     }

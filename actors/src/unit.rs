@@ -291,9 +291,7 @@ async fn run_pass<U: Unit>(state: &mut UnitState<U>, trace: Trace) {
     let started = Instant::now();
     let result = a.unit.reconcile(&steps).await;
     if let Err(e) = &result {
-        let span = tracing::Span::current();
-        span.record("otel.status_code", "ERROR");
-        span.record("error.message", tracing::field::display(e));
+        crate::error::record_span_error(&tracing::Span::current(), e);
     }
     let health = match &result {
         Ok(p) => (true, p.summary.clone()),

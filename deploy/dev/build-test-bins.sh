@@ -91,19 +91,17 @@ if [ ! -x "$JDIR/bin/jaeger" ]; then
   ) >>"$jlog" 2>&1 || die "jaeger build failed; last lines of $jlog:
 $(tail -20 "$jlog")"
 fi
-if [ ! -x "$KDIR/bin/kustomize" ]; then
-  mkdir -p "$KDIR/bin"
-  echo "build-test-bins: building kustomize $KUSTOMIZE" >&2
-  # v5.8.1+ needs go >= 1.27.
-  GOBIN=$KDIR/bin go install -trimpath -ldflags "-s -w" "sigs.k8s.io/kustomize/kustomize/v5@$KUSTOMIZE" >"$KDIR/build.log" 2>&1 ||
-    die "kustomize build failed; last lines of $KDIR/build.log:
-$(tail -20 "$KDIR/build.log")"
-fi
-if [ ! -x "$HDIR/bin/helm" ]; then
-  mkdir -p "$HDIR/bin"
-  echo "build-test-bins: building helm $HELM" >&2
-  GOBIN=$HDIR/bin go install -trimpath -ldflags "-s -w" "helm.sh/helm/v3/cmd/helm@$HELM" >"$HDIR/build.log" 2>&1 ||
-    die "helm build failed; last lines of $HDIR/build.log:
-$(tail -20 "$HDIR/build.log")"
-fi
+# Tools whose module has no replace lines: a plain `go install` into <dir>/bin.
+go_install() { # name dir module@version
+  local name=$1 dir=$2 pkg=$3
+  [ -x "$dir/bin/$name" ] && return 0
+  mkdir -p "$dir/bin"
+  echo "build-test-bins: building $pkg" >&2
+  GOBIN=$dir/bin go install -trimpath -ldflags "-s -w" "$pkg" >"$dir/build.log" 2>&1 ||
+    die "$name build failed; last lines of $dir/build.log:
+$(tail -20 "$dir/build.log")"
+}
+# kustomize v5.8.1+ needs go >= 1.27.
+go_install kustomize "$KDIR" "sigs.k8s.io/kustomize/kustomize/v5@$KUSTOMIZE"
+go_install helm "$HDIR" "helm.sh/helm/v3/cmd/helm@$HELM"
 echo "$BIN"

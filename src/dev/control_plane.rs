@@ -2,7 +2,6 @@
 //! collection and namespace deletion) kube-controller-manager, built from their Go modules by
 //! `deploy/dev/build-test-bins.sh`. Used by the tests, the demo and `lvms dev control-plane`.
 
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
@@ -48,17 +47,22 @@ pub enum ControlPlaneError {
 }
 
 /// Where the binaries are: `$LVMS_TEST_BINS`, else the build script's default cache directory.
-pub fn bin_dir() -> PathBuf {
-    if let Some(dir) = std::env::var_os("LVMS_TEST_BINS") {
-        return PathBuf::from(dir);
-    }
-    let cache = std::env::var_os("LVMS_TEST_BINS_CACHE")
+/// Where deploy/dev/build-test-bins.sh keeps every Go-built test peer, one folder per version:
+/// `$LVMS_TEST_BINS_CACHE`, else `~/.cache/lvms-test-bins`.
+pub fn test_bins_cache() -> PathBuf {
+    std::env::var_os("LVMS_TEST_BINS_CACHE")
         .map(PathBuf::from)
         .unwrap_or_else(|| {
             PathBuf::from(std::env::var_os("HOME").unwrap_or_else(|| "/root".into()))
                 .join(".cache/lvms-test-bins")
-        });
-    cache
+        })
+}
+
+pub fn bin_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("LVMS_TEST_BINS") {
+        return PathBuf::from(dir);
+    }
+    test_bins_cache()
         .join(format!("k8s-{K8S_VERSION}-etcd-{ETCD_VERSION}"))
         .join("bin")
 }
@@ -80,8 +84,7 @@ fn check_binaries(dir: &Path) -> Result<(), ControlPlaneError> {
 }
 
 fn free_port() -> Result<u16, ControlPlaneError> {
-    let l = TcpListener::bind("127.0.0.1:0").map_err(ControlPlaneError::Port)?;
-    Ok(l.local_addr().map_err(ControlPlaneError::Port)?.port())
+    process::free_port().map_err(ControlPlaneError::Port)
 }
 
 #[derive(Clone, Debug)]

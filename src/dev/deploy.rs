@@ -19,7 +19,7 @@ pub enum DeployError {
         "no {0}: run deploy/dev/build-test-bins.sh (builds kustomize and helm from the Go module proxy) or set LVMS_KUSTOMIZE_BIN / LVMS_HELM_BIN"
     )]
     Missing(PathBuf),
-    #[error("kustomize build {dir}: {message}")]
+    #[error("rendering {dir}: {message}")]
     Build { dir: PathBuf, message: String },
     #[error("rendered YAML: {0}")]
     Yaml(String),
@@ -36,7 +36,7 @@ pub fn kustomize_bin() -> PathBuf {
     if let Some(p) = std::env::var_os("LVMS_KUSTOMIZE_BIN") {
         return PathBuf::from(p);
     }
-    cache_dir()
+    super::control_plane::test_bins_cache()
         .join(format!("kustomize-{KUSTOMIZE_VERSION}"))
         .join("bin/kustomize")
 }
@@ -59,23 +59,26 @@ pub fn write_namespace_overlay(dir: &Path, base: &Path, namespace: &str) -> std:
 
 /// `kustomize build dir`, as JSON objects.
 pub fn render(dir: &Path) -> Result<Vec<Value>, DeployError> {
-    let bin = kustomize_bin();
+    let mut cmd = std::process::Command::new(kustomize_bin());
+    cmd.arg("build").arg(dir);
+    objects_from(cmd, dir)
+}
+
+/// Runs a renderer (kustomize, helm) that must exist and succeed; its stdout as objects.
+fn objects_from(mut cmd: std::process::Command, input: &Path) -> Result<Vec<Value>, DeployError> {
+    let bin = PathBuf::from(cmd.get_program());
     if !bin.is_file() {
         return Err(DeployError::Missing(bin));
     }
-    let out = std::process::Command::new(&bin)
-        .arg("build")
-        .arg(dir)
-        .output()
-        .map_err(|e| DeployError::Build {
-            dir: dir.to_path_buf(),
-            message: e.to_string(),
-        })?;
+    let failed = |message: String| DeployError::Build {
+        dir: input.to_path_buf(),
+        message,
+    };
+    let out = cmd.output().map_err(|e| failed(e.to_string()))?;
     if !out.status.success() {
-        return Err(DeployError::Build {
-            dir: dir.to_path_buf(),
-            message: String::from_utf8_lossy(&out.stderr).trim().to_string(),
-        });
+        return Err(failed(
+            String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        ));
     }
     parse_stream(&String::from_utf8_lossy(&out.stdout))
 }
@@ -113,44 +116,21 @@ pub fn helm_bin() -> PathBuf {
     if let Some(p) = std::env::var_os("LVMS_HELM_BIN") {
         return PathBuf::from(p);
     }
-    cache_dir()
+    super::control_plane::test_bins_cache()
         .join(format!("helm-{HELM_VERSION}"))
         .join("bin/helm")
 }
 
-fn cache_dir() -> PathBuf {
-    std::env::var_os("LVMS_TEST_BINS_CACHE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(std::env::var_os("HOME").unwrap_or_else(|| "/root".into()))
-                .join(".cache/lvms-test-bins")
-        })
-}
-
 /// `helm template lvms <chart> --include-crds --set k=v ...`, as JSON objects.
 pub fn helm_template(chart: &Path, set: &[(&str, &str)]) -> Result<Vec<Value>, DeployError> {
-    let bin = helm_bin();
-    if !bin.is_file() {
-        return Err(DeployError::Missing(bin));
-    }
-    let mut cmd = std::process::Command::new(&bin);
+    let mut cmd = std::process::Command::new(helm_bin());
     cmd.args(["template", "lvms"])
         .arg(chart)
         .arg("--include-crds");
     for (k, v) in set {
         cmd.arg("--set").arg(format!("{k}={v}"));
     }
-    let out = cmd.output().map_err(|e| DeployError::Build {
-        dir: chart.to_path_buf(),
-        message: e.to_string(),
-    })?;
-    if !out.status.success() {
-        return Err(DeployError::Build {
-            dir: chart.to_path_buf(),
-            message: String::from_utf8_lossy(&out.stderr).trim().to_string(),
-        });
-    }
-    parse_stream(&String::from_utf8_lossy(&out.stdout))
+    objects_from(cmd, chart)
 }
 
 /// Server-side apply of every object (forced: the installer owns these fields), in order.

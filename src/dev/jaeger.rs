@@ -3,7 +3,7 @@
 //! tracing test and `make traces`.
 
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
@@ -36,27 +36,16 @@ pub fn jaeger_bin() -> PathBuf {
     if let Some(p) = std::env::var_os("LVMS_JAEGER_BIN") {
         return PathBuf::from(p);
     }
-    let cache = std::env::var_os("LVMS_TEST_BINS_CACHE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(std::env::var_os("HOME").unwrap_or_else(|| "/root".into()))
-                .join(".cache/lvms-test-bins")
-        });
-    cache
+    super::control_plane::test_bins_cache()
         .join(format!("jaeger-{JAEGER_MODULE_VERSION}"))
         .join("bin/jaeger")
 }
 
 fn free_port() -> Result<u16, JaegerError> {
-    let io = |source| JaegerError::Io {
+    process::free_port().map_err(|source| JaegerError::Io {
         what: "picking a port",
         source,
-    };
-    Ok(TcpListener::bind("127.0.0.1:0")
-        .map_err(io)?
-        .local_addr()
-        .map_err(io)?
-        .port())
+    })
 }
 
 pub struct Jaeger {

@@ -1,7 +1,6 @@
 //! `lvms operator` as a child process, for tests, benchmarks and the demo: started against a
 //! kubeconfig, killed with SIGKILL on demand (crash tests), reaped on drop.
 
-use std::net::TcpListener;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus};
@@ -26,9 +25,7 @@ pub struct OperatorProcess {
     pub log: PathBuf,
 }
 
-fn free_port() -> std::io::Result<u16> {
-    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
-}
+use super::process::free_port;
 
 /// `lvms vg-manager` for one simulated node: its own journal, lvmd.yaml, lock and disks.
 pub struct VgManagerOptions {

@@ -120,6 +120,13 @@ pub fn terminate_child(child: &mut std::process::Child, grace: std::time::Durati
     let _ = child.wait();
 }
 
+/// A loopback port nobody listens on right now (the OS picks it).
+pub fn free_port() -> std::io::Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
+}
+
 pub fn alive(pid: i32) -> bool {
     // SAFETY: signal 0 only probes for existence.
     unsafe { libc::kill(pid, 0) == 0 }

@@ -70,36 +70,34 @@ pub fn device_removed_message(pvs: &[String]) -> String {
     )
 }
 
+/// LVMS's WarningEvent says "error", NormalEvent "update".
+fn what(warning: bool) -> &'static str {
+    if warning { "error" } else { "update" }
+}
+
 /// Message on the LVMVolumeGroup (`error on node <ns>/<node>: <err>` for warnings,
 /// `update on node <ns>/<node>: <msg>` for normal events).
 pub fn volume_group_event_message(
-    reason: EventReason,
+    warning: bool,
     namespace: &str,
     node: &str,
     message: &str,
 ) -> String {
-    let kind = if reason.is_warning() {
-        "error"
-    } else {
-        "update"
-    };
-    format!("{kind} on node {namespace}/{node}: {message}")
+    format!("{} on node {namespace}/{node}: {message}", what(warning))
 }
 
 /// Message on the owning LVMCluster (`... on node <ns>/<node> in volume group <ns>/<vg>: ...`).
 pub fn cluster_event_message(
-    reason: EventReason,
+    warning: bool,
     namespace: &str,
     node: &str,
     vg: &str,
     message: &str,
 ) -> String {
-    let kind = if reason.is_warning() {
-        "error"
-    } else {
-        "update"
-    };
-    format!("{kind} on node {namespace}/{node} in volume group {namespace}/{vg}: {message}")
+    format!(
+        "{} on node {namespace}/{node} in volume group {namespace}/{vg}: {message}",
+        what(warning)
+    )
 }
 
 #[cfg(test)]
@@ -125,11 +123,22 @@ mod tests {
             "successfully removed [/dev/sdb /dev/sdc] device(s) from volume group"
         );
         assert_eq!(
-            volume_group_event_message(EventReason::NoAvailableDevicesForVG, "ns", "n1", "boom"),
+            volume_group_event_message(
+                EventReason::NoAvailableDevicesForVG.is_warning(),
+                "ns",
+                "n1",
+                "boom"
+            ),
             "error on node ns/n1: boom"
         );
         assert_eq!(
-            cluster_event_message(EventReason::VolumeGroupReady, "ns", "n1", "vg1", "ok"),
+            cluster_event_message(
+                EventReason::VolumeGroupReady.is_warning(),
+                "ns",
+                "n1",
+                "vg1",
+                "ok"
+            ),
             "update on node ns/n1 in volume group ns/vg1: ok"
         );
     }

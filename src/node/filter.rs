@@ -893,11 +893,7 @@ mod tests {
 
     #[test]
     fn real_loop_fixture_with_selector() {
-        let path = format!(
-            "{}/tests/fixtures/lvm2/lsblk_loops.json",
-            env!("CARGO_MANIFEST_DIR")
-        );
-        let devs = parse_lsblk(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let devs = parse_lsblk(&crate::node::fixture("lsblk_loops.json")).unwrap();
         let mut env = Env::new();
         env.selector = Some(DeviceSelector {
             paths: vec!["/dev/loop4".into(), "/dev/loop5".into()],

@@ -325,11 +325,7 @@ fn lenient_string_list<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn fixture(name: &str) -> String {
-        let path = format!("{}/tests/fixtures/lvm2/{name}", env!("CARGO_MANIFEST_DIR"));
-        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
-    }
+    use crate::node::fixture;
 
     #[test]
     fn parses_real_loop_devices_with_json_booleans() {

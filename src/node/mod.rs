@@ -15,3 +15,10 @@ pub mod thin;
 pub mod validate;
 pub mod vg_status;
 pub mod wipe;
+
+/// A captured lvm2/util-linux output from tests/fixtures/lvm2 (unit tests only).
+#[cfg(test)]
+pub(crate) fn fixture(name: &str) -> String {
+    let path = format!("{}/tests/fixtures/lvm2/{name}", env!("CARGO_MANIFEST_DIR"));
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+}

@@ -449,11 +449,7 @@ impl std::fmt::Display for LvAttr {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn fixture(name: &str) -> String {
-        let path = format!("{}/tests/fixtures/lvm2/{name}", env!("CARGO_MANIFEST_DIR"));
-        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
-    }
+    use crate::node::fixture;
 
     #[test]
     fn pvs_real_output() {

@@ -232,11 +232,7 @@ mod tests {
             )
         );
 
-        let path = format!(
-            "{}/tests/fixtures/lvm2/lvs_thin.json",
-            env!("CARGO_MANIFEST_DIR")
-        );
-        let lvs = parse_lvs(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let lvs = parse_lvs(&crate::node::fixture("lvs_thin.json")).unwrap();
         // Pool is 28948079575 bytes; in a 32 GB VG that is 90%: up to date.
         assert_eq!(
             plan_thin_pool("vg1", &cfg(), &lvs, Some(32_164_532_861)).unwrap(),

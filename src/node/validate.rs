@@ -182,11 +182,7 @@ mod tests {
 
     #[test]
     fn valid_pool_from_fixture() {
-        let path = format!(
-            "{}/tests/fixtures/lvm2/lvs_thin.json",
-            env!("CARGO_MANIFEST_DIR")
-        );
-        let lvs = parse_lvs(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let lvs = parse_lvs(&crate::node::fixture("lvs_thin.json")).unwrap();
         assert_eq!(validate_lvs("vg1", &cfg(), &lvs), Ok(Validation::default()));
     }
 
@@ -273,11 +269,7 @@ mod tests {
 
     #[test]
     fn fails_on_empty_report() {
-        let path = format!(
-            "{}/tests/fixtures/lvm2/lvs_empty.json",
-            env!("CARGO_MANIFEST_DIR")
-        );
-        let no_lvs = parse_lvs(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let no_lvs = parse_lvs(&crate::node::fixture("lvs_empty.json")).unwrap();
         assert_eq!(
             validate_lvs("vg1", &cfg(), &no_lvs),
             Err(ValidateError::NoLvs)

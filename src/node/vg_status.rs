@@ -277,11 +277,7 @@ mod tests {
 
     #[test]
     fn raid_health_from_lvs_and_pvs() {
-        let path = format!(
-            "{}/tests/fixtures/lvm2/lvs_raid1.json",
-            env!("CARGO_MANIFEST_DIR")
-        );
-        let lvs = parse_lvs(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let lvs = parse_lvs(&crate::node::fixture("lvs_raid1.json")).unwrap();
         let all: Vec<LogicalVolume> = lvs.all().cloned().collect();
         let pvs = vg(&["/dev/sdb", "/dev/sdc"]).pvs;
         let r = raid_status(&all, &pvs, RaidType::Raid1).unwrap();

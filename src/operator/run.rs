@@ -10,10 +10,9 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use kube::Client;
-use lvms_actors::{PublisherArgs, RestartPolicy, Supervisor, SupervisorArgs, Trigger};
+use lvms_actors::{PublisherArgs, RestartPolicy, Trigger};
 use lvms_journal::{Journal, JournalConfig};
-use ractor::Actor;
-use tracing::{error, info, warn};
+use tracing::{error, info};
 
 use super::context::Ctx;
 use super::units::csi_nodes::CsiNodesUnit;
@@ -25,7 +24,7 @@ use super::world::OperatorSettings;
 use crate::kube::caches::{Router, WatchHub};
 use crate::kube::discovery;
 use crate::kube::events::KubeEvents;
-use crate::runtime::{Diagnostics, PublisherSlot, UnitWiring};
+use crate::runtime::{Diagnostics, PublisherSlot, Supervision, UnitWiring};
 use crate::telemetry::metrics::{Metrics, Process};
 
 #[derive(Debug, Clone)]
@@ -180,18 +179,8 @@ pub async fn run(
         StatusUnit::new(ctx.clone()),
     ));
 
-    let (supervisor, sup_handle) = Actor::spawn(
-        None,
-        Supervisor,
-        SupervisorArgs {
-            children,
-            policy: cfg.restart_policy,
-            readiness: supervision.clone(),
-            on_restart: Some(metrics.restart_hook()),
-        },
-    )
-    .await
-    .context("starting the supervision tree")?;
+    let mut tree =
+        Supervision::start(children, cfg.restart_policy, supervision.clone(), &metrics).await?;
     diag.mark_synced();
     info!(namespace = %cfg.namespace, epoch = epoch.load(Ordering::Acquire), "operator running");
 
@@ -210,12 +199,11 @@ pub async fn run(
         LeaseLost,
         SupervisorDied,
     }
-    let mut sup_handle = sup_handle;
     futures::pin_mut!(shutdown);
     let exit = tokio::select! {
         _ = &mut shutdown => Exit::Shutdown,
         _ = lost => Exit::LeaseLost,
-        _ = &mut sup_handle => Exit::SupervisorDied,
+        _ = &mut tree.done => Exit::SupervisorDied,
     };
     let result = match exit {
         Exit::Shutdown => {
@@ -234,11 +222,7 @@ pub async fn run(
             Ok(())
         }
     };
-    supervisor.stop(Some("shutdown".into()));
-    let _ = tokio::time::timeout(Duration::from_secs(5), sup_handle).await;
-    if let Err(e) = journal.flush() {
-        warn!(error = %e, "journal flush at shutdown failed");
-    }
+    tree.stop(&journal).await;
     drop(diag);
     result
 }

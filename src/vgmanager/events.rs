@@ -7,7 +7,10 @@ use lvms_actors::{EventSpec, EventType, PASS_ACTION};
 use lvms_journal::{Body, Journal, ObjectRef, OutcomeResult, Record};
 
 use crate::api::{LVMVolumeGroup, LVMVolumeGroupNodeStatus};
-use crate::node::events::{EVENT_ACTION, EventReason, MSG_VOLUME_GROUP_READY};
+use crate::node::events::{
+    EVENT_ACTION, EventReason, MSG_VOLUME_GROUP_READY, cluster_event_message,
+    volume_group_event_message,
+};
 use crate::operator::context::object_ref;
 
 /// The objects besides the volume group that LVMS's vg-manager Events also regard.
@@ -69,12 +72,7 @@ pub fn fan_out(
     node_status: Option<ObjectRef>,
     owners: Vec<ObjectRef>,
 ) -> Vec<EventSpec> {
-    let what = match base.type_ {
-        EventType::Warning => "error",
-        EventType::Normal => "update",
-    };
-    let node_key = format!("{namespace}/{node}");
-    let vg_key = format!("{}/{}", base.regarding.namespace, base.regarding.name);
+    let warning = base.type_ == EventType::Warning;
     let mut out = Vec::with_capacity(2 + owners.len());
     if let Some(ns) = node_status {
         out.push(EventSpec {
@@ -85,15 +83,12 @@ pub fn fan_out(
     for owner in owners {
         out.push(EventSpec {
             regarding: owner,
-            note: format!(
-                "{what} on node {node_key} in volume group {vg_key}: {}",
-                base.note
-            ),
+            note: cluster_event_message(warning, namespace, node, &base.regarding.name, &base.note),
             ..base.clone()
         });
     }
     out.push(EventSpec {
-        note: format!("{what} on node {node_key}: {}", base.note),
+        note: volume_group_event_message(warning, namespace, node, &base.note),
         ..base.clone()
     });
     out

@@ -84,8 +84,7 @@ impl Host {
                 if let HostError::Failed { code, .. } = e {
                     span.record("exit_code", *code);
                 }
-                span.record("otel.status_code", "ERROR");
-                span.record("error.message", tracing::field::display(e));
+                lvms_actors::record_span_error(&span, e);
             }
         }
         result

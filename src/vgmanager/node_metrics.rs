@@ -67,12 +67,8 @@ fn thin_pool_gauges(config: &ThinPoolConfig, lvs: &LvReport) -> Option<ThinPoolG
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::node::fixture;
     use crate::node::report::{LogicalVolume, find_vg, join_vgs, parse_lvs, parse_pvs, parse_vgs};
-
-    fn fixture(name: &str) -> String {
-        let path = format!("{}/tests/fixtures/lvm2/{name}", env!("CARGO_MANIFEST_DIR"));
-        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
-    }
 
     fn observed_vg(vgs_fixture: &str, name: &str) -> ExistingVg {
         let pvs = parse_pvs(&fixture("pvs.json")).unwrap();

@@ -13,12 +13,10 @@ use anyhow::Context as _;
 use k8s_openapi::api::core::v1::Node;
 use kube::runtime::watcher;
 use kube::{Api, Client};
-use lvms_actors::{
-    PublisherArgs, RestartPolicy, Supervisor, SupervisorArgs, SupervisorMsg, Trigger,
-};
+use lvms_actors::{PublisherArgs, RestartPolicy, SupervisorMsg, Trigger};
 use lvms_journal::Journal;
-use ractor::{Actor, ActorRef};
-use tracing::{error, info, warn};
+use ractor::ActorRef;
+use tracing::{error, info};
 
 use super::events::EventTargets;
 use super::host::Host;
@@ -29,7 +27,7 @@ use super::volume_group::{NodeCtx, VolumeGroupUnit};
 use crate::api::{LVMVolumeGroup, LVMVolumeGroupNodeStatus};
 use crate::kube::caches::{spawn_typed, strip_meta};
 use crate::kube::events::KubeEvents;
-use crate::runtime::{Diagnostics, PublisherSlot, UnitWiring};
+use crate::runtime::{Diagnostics, PublisherSlot, Supervision, UnitWiring};
 use crate::telemetry::metrics::{Metrics, Process};
 
 #[derive(Debug, Clone)]
@@ -198,38 +196,23 @@ pub async fn run(
             triggers: vg_triggers,
         },
     ));
-    let (supervisor, sup_handle) = Actor::spawn(
-        None,
-        Supervisor,
-        SupervisorArgs {
-            children,
-            policy: cfg.restart_policy,
-            readiness: supervision.clone(),
-            on_restart: Some(metrics.restart_hook()),
-        },
-    )
-    .await
-    .context("starting the supervision tree")?;
-    let _ = supervisor_slot.set(supervisor.clone());
+    let mut tree =
+        Supervision::start(children, cfg.restart_policy, supervision.clone(), &metrics).await?;
+    let _ = supervisor_slot.set(tree.supervisor.clone());
     registry_trigger.bump("supervisor up");
     diag.mark_synced();
     info!(node = %cfg.node, "vg-manager running");
 
     futures::pin_mut!(shutdown);
-    let mut sup_handle = sup_handle;
     tokio::select! {
         _ = &mut shutdown => info!("shutting down"),
-        _ = &mut sup_handle => {
+        _ = &mut tree.done => {
             let why = supervision.check().err().unwrap_or_default();
             error!(%why, "supervisor stopped; /readyz now fails");
             shutdown.await;
         }
     }
-    supervisor.stop(Some("shutdown".into()));
-    let _ = tokio::time::timeout(Duration::from_secs(5), sup_handle).await;
-    if let Err(e) = journal.flush() {
-        warn!(error = %e, "journal flush at shutdown failed");
-    }
+    tree.stop(&journal).await;
     tasks.iter().for_each(|t| t.abort());
     drop(diag);
     Ok(())

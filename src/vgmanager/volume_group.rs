@@ -319,8 +319,12 @@ impl VolumeGroupUnit {
         Ok(())
     }
 
-    fn lvs(&self, out: &str) -> Result<LvReport, UnitError> {
-        parse_lvs(out).map_err(|e| UnitError::retryable("LvsFailed", e.to_string()))
+    /// `lvs` of this volume group.
+    async fn read_lvs(&self) -> Result<LvReport, UnitError> {
+        let out = self
+            .run_host(&commands::lvs(&self.vg).map_err(cmd_err)?)
+            .await?;
+        parse_lvs(&out).map_err(|e| UnitError::retryable("LvsFailed", e.to_string()))
     }
 
     /// Thin pool create/extend + validateLVs (thick classes: nothing). Returns the validated
@@ -333,11 +337,7 @@ impl VolumeGroupUnit {
         let Some(tp) = &vg.spec.thin_pool_config else {
             return Ok(None);
         };
-        let lvs = self.lvs(
-            &self
-                .run_host(&commands::lvs(&self.vg).map_err(cmd_err)?)
-                .await?,
-        )?;
+        let lvs = self.read_lvs().await?;
         let vgs = parse_vgs(&self.run_host(&commands::vgs(true)).await?).unwrap_or_default();
         let size = vgs
             .iter()
@@ -356,11 +356,7 @@ impl VolumeGroupUnit {
                 .map_err(|e| warn(EventReason::ThinPoolCreateOrExtendFailed, e.message))?,
             thin::ThinPoolAction::UpToDate => {}
         }
-        let lvs = self.lvs(
-            &self
-                .run_host(&commands::lvs(&self.vg).map_err(cmd_err)?)
-                .await?,
-        )?;
+        let lvs = self.read_lvs().await?;
         let v = validate::validate_lvs(&self.vg, tp, &lvs)
             .map_err(|e| warn(EventReason::InconsistentLVs, e.status_message()))?;
         if v.activate {
@@ -491,11 +487,7 @@ impl VolumeGroupUnit {
         let (Some(rc), Some(existing)) = (&vg.spec.raid_config, &obs.existing) else {
             return Ok(None);
         };
-        let lvs = self.lvs(
-            &self
-                .run_host(&commands::lvs(&self.vg).map_err(cmd_err)?)
-                .await?,
-        )?;
+        let lvs = self.read_lvs().await?;
         let all: Vec<_> = lvs.all().cloned().collect();
         Ok(raid_status(&all, &existing.pvs, rc.raid_type))
     }
@@ -736,11 +728,7 @@ impl VolumeGroupUnit {
         let pvs = parse_pvs(&self.run_host(&commands::pvs(None)).await?).unwrap_or_default();
         let vgs = parse_vgs(&self.run_host(&commands::vgs(true)).await?).unwrap_or_default();
         if let Some(existing) = find_vg(&join_vgs(&vgs, &pvs), &self.vg).cloned() {
-            let lvs = self.lvs(
-                &self
-                    .run_host(&commands::lvs(&self.vg).map_err(cmd_err)?)
-                    .await?,
-            )?;
+            let lvs = self.read_lvs().await?;
             let pool = vg.spec.thin_pool_config.as_ref().map(|t| t.name.clone());
             let user: Vec<String> = lvs
                 .all()

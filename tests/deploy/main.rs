@@ -26,7 +26,7 @@ use k8s_openapi::api::storage::v1::StorageClass;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use lvms::api::{LVMStateType, LVMVolumeGroupNodeStatus, VGStatusType};
 use lvms::dev::deploy::{apply_all, render, write_namespace_overlay};
-use lvms::dev::operator::{NO_DM_LVM_CONFIG, OperatorOptions, OperatorProcess, VgManagerOptions};
+use lvms::dev::operator::{OperatorOptions, OperatorProcess};
 use serde_json::{Value, json};
 
 use common::*;
@@ -105,6 +105,31 @@ async fn install(s: &Scenario) -> (PathBuf, PathBuf) {
     (kubeconfig("lvms-operator"), kubeconfig("vg-manager"))
 }
 
+/// Takes `resource` out of the operator's ClusterRole (dropping rules left empty), adding
+/// `instead` if given, as an admin editing the installed RBAC would.
+async fn narrow_operator_role(
+    s: &Scenario,
+    resource: &str,
+    instead: Option<k8s_openapi::api::rbac::v1::PolicyRule>,
+) {
+    let roles: Api<ClusterRole> = Api::all(s.client.clone());
+    let mut role = roles.get("lvms-operator").await.expect("ClusterRole");
+    let mut rules = role.rules.take().unwrap_or_default();
+    for rule in &mut rules {
+        if let Some(res) = rule.resources.as_mut() {
+            res.retain(|r| r != resource);
+        }
+    }
+    rules.retain(|r| r.resources.as_ref().is_none_or(|res| !res.is_empty()));
+    rules.extend(instead);
+    role.rules = Some(rules);
+    role.metadata.managed_fields = None;
+    roles
+        .replace("lvms-operator", &Default::default(), &role)
+        .await
+        .expect("narrowing the ClusterRole");
+}
+
 fn operator_as(s: &Scenario, kubeconfig: &Path) -> OperatorProcess {
     OperatorProcess::start(&OperatorOptions {
         bin: PathBuf::from(env!("CARGO_BIN_EXE_lvms")),
@@ -116,19 +141,6 @@ fn operator_as(s: &Scenario, kubeconfig: &Path) -> OperatorProcess {
         args: vec!["--leader-elect".into(), "--debounce".into(), "20ms".into()],
     })
     .expect("starting lvms operator")
-}
-
-fn vg_manager_as(s: &Scenario, kubeconfig: &Path) -> OperatorProcess {
-    OperatorProcess::start_vg_manager(&VgManagerOptions {
-        bin: env!("CARGO_BIN_EXE_lvms").into(),
-        kubeconfig: kubeconfig.to_path_buf(),
-        namespace: s.ns.name.clone(),
-        node: "node-a".into(),
-        dir: s.dir.join("node-a"),
-        lvm_config: NO_DM_LVM_CONFIG.into(),
-        env: vec![],
-    })
-    .expect("starting vg-manager")
 }
 
 fn cluster(vg: &str, path: &str, labels: Value) -> Value {
@@ -152,7 +164,7 @@ async fn installed_with_own_service_accounts_create_ready_edit_delete() {
     register_csi_node(&s.client, "node-a", true).await;
 
     let op = operator_as(&s, &op_kc);
-    let vm = vg_manager_as(&s, &vm_kc);
+    let vm = s.vg_manager_as("node-a", &vm_kc, &[]);
     s.create_cluster(cluster(&vg, &d1.link, json!({"tier": "fast"})))
         .await;
     s.wait_state("my-lvmcluster", LVMStateType::Ready, T).await;
@@ -223,26 +235,13 @@ async fn a_missing_rule_is_reported_as_forbidden_not_a_hang() {
     create_node(&s.client, "node-a", false).await;
     register_csi_node(&s.client, "node-a", true).await;
     // The operator may still read StorageClasses, but no longer write them.
-    let roles: Api<ClusterRole> = Api::all(s.client.clone());
-    let mut role = roles.get("lvms-operator").await.expect("ClusterRole");
-    let mut rules = role.rules.take().unwrap_or_default();
-    for rule in &mut rules {
-        if let Some(res) = rule.resources.as_mut() {
-            res.retain(|r| r != "storageclasses");
-        }
-    }
-    rules.push(k8s_openapi::api::rbac::v1::PolicyRule {
+    let read_only = k8s_openapi::api::rbac::v1::PolicyRule {
         api_groups: Some(vec!["storage.k8s.io".into()]),
         resources: Some(vec!["storageclasses".into()]),
         verbs: vec!["get".into(), "list".into(), "watch".into()],
         ..Default::default()
-    });
-    role.rules = Some(rules);
-    role.metadata.managed_fields = None;
-    roles
-        .replace("lvms-operator", &Default::default(), &role)
-        .await
-        .expect("narrowing the ClusterRole");
+    };
+    narrow_operator_role(&s, "storageclasses", Some(read_only)).await;
 
     let op = operator_as(&s, &op_kc);
     s.create_cluster(cluster("vg1", "/dev/lvms-none", json!({})))
@@ -283,21 +282,7 @@ async fn a_watch_the_operator_may_not_list_is_named_by_readyz() {
     let s = Scenario::new("rbac-watch").await;
     let (op_kc, _) = install(&s).await;
     // CSINodes removed from the operator's ClusterRole altogether: its cache cannot sync.
-    let roles: Api<ClusterRole> = Api::all(s.client.clone());
-    let mut role = roles.get("lvms-operator").await.expect("ClusterRole");
-    let mut rules = role.rules.take().unwrap_or_default();
-    for rule in &mut rules {
-        if let Some(res) = rule.resources.as_mut() {
-            res.retain(|r| r != "csinodes");
-        }
-    }
-    rules.retain(|r| r.resources.as_ref().is_none_or(|res| !res.is_empty()));
-    role.rules = Some(rules);
-    role.metadata.managed_fields = None;
-    roles
-        .replace("lvms-operator", &Default::default(), &role)
-        .await
-        .expect("narrowing the ClusterRole");
+    narrow_operator_role(&s, "csinodes", None).await;
     let op = operator_as(&s, &op_kc);
     let body = eventually(T, || async {
         match op.diagnostics_get("/readyz") {

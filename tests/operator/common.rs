@@ -53,6 +53,31 @@ impl Scenario {
         }
     }
 
+    /// `lvms vg-manager` for `node` on this machine's lvm2 (activation off), authenticated by
+    /// `kubeconfig`; its journal, lvmd.yaml, lock and log under `<scenario>/<node>/`.
+    // Used by the vgmanager, tracing and deploy tests, not by the operator's own.
+    #[allow(dead_code)]
+    pub fn vg_manager_as(
+        &self,
+        node: &str,
+        kubeconfig: &std::path::Path,
+        env: &[(&str, &str)],
+    ) -> OperatorProcess {
+        OperatorProcess::start_vg_manager(&lvms::dev::operator::VgManagerOptions {
+            bin: env!("CARGO_BIN_EXE_lvms").into(),
+            kubeconfig: kubeconfig.to_path_buf(),
+            namespace: self.ns.name.clone(),
+            node: node.into(),
+            dir: self.dir.join(node),
+            lvm_config: lvms::dev::operator::NO_DM_LVM_CONFIG.into(),
+            env: env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        })
+        .expect("starting vg-manager")
+    }
+
     pub fn operator(&self, env: &[(&str, &str)], args: &[&str]) -> OperatorProcess {
         self.operator_with_journal(&self.journal_dir, env, args)
     }

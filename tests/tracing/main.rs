@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use lvms::api::LVMStateType;
 use lvms::dev::jaeger::Jaeger;
-use lvms::dev::operator::{NO_DM_LVM_CONFIG, OperatorProcess, VgManagerOptions};
+
 use lvms::dev::process::Lifetime;
 use lvms_journal::{Body, Journal};
 use serde_json::{Value, json};
@@ -101,19 +101,7 @@ async fn one_lvmcluster_create_is_one_trace_across_units_and_vg_manager() {
         ("OTEL_TRACES_SAMPLER", "always_on"),
     ];
     let mut op = s.operator(&otel, &[]);
-    let mut vm = OperatorProcess::start_vg_manager(&VgManagerOptions {
-        bin: env!("CARGO_BIN_EXE_lvms").into(),
-        kubeconfig: crate::support::env().cp.kubeconfig.clone(),
-        namespace: s.ns.name.clone(),
-        node: "node-a".into(),
-        dir: s.dir.join("node-a"),
-        lvm_config: NO_DM_LVM_CONFIG.into(),
-        env: otel
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect(),
-    })
-    .expect("starting vg-manager");
+    let mut vm = s.vg_manager_as("node-a", &crate::support::env().cp.kubeconfig, &otel);
     s.create_cluster(json!({
         "apiVersion": "lvm.topolvm.io/v1alpha1", "kind": "LVMCluster",
         "metadata": {"name": "my-lvmcluster"},

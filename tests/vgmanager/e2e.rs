@@ -3,7 +3,7 @@ use std::time::Duration;
 
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use lvms::api::{LVMStateType, LVMVolumeGroupNodeStatus, VGStatus, VGStatusType};
-use lvms::dev::operator::{NO_DM_LVM_CONFIG, OperatorProcess, VgManagerOptions};
+use lvms::dev::operator::OperatorProcess;
 use lvms_journal::{Body, Journal, OutcomeResult};
 use serde_json::{Value, json};
 
@@ -14,19 +14,7 @@ use crate::support::eventually;
 const T: Duration = Duration::from_secs(60);
 
 fn vg_manager(s: &Scenario, node: &str, env: &[(&str, &str)]) -> OperatorProcess {
-    OperatorProcess::start_vg_manager(&VgManagerOptions {
-        bin: env!("CARGO_BIN_EXE_lvms").into(),
-        kubeconfig: crate::support::env().cp.kubeconfig.clone(),
-        namespace: s.ns.name.clone(),
-        node: node.into(),
-        dir: s.dir.join(node),
-        lvm_config: NO_DM_LVM_CONFIG.into(),
-        env: env
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect(),
-    })
-    .expect("starting vg-manager")
+    s.vg_manager_as(node, &crate::support::env().cp.kubeconfig, env)
 }
 
 fn selector(node: &str) -> Value {
