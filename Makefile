@@ -3,14 +3,17 @@
 #   make traces - the demo with a local Jaeger receiving its traces
 #   make test   - every test (builds the Go test peers once into ~/.cache/lvms-test-bins)
 SHELL := /bin/bash
-.PHONY: test lint demo traces test-bins crds
+.PHONY: test lint demo traces test-bins test-deps crds
+
+test-deps:
+	@deploy/dev/test-deps.sh
 
 test-bins:
 	@deploy/dev/build-test-bins.sh >/dev/null
 
-test: test-bins
-	cargo test --workspace --all-targets
-	cargo test -p lvms-journal --features failpoints --test failpoints
+# Every suite to the end, then "N passed, M failed" (deploy/dev/run-tests.sh).
+test: test-deps test-bins
+	@deploy/dev/run-tests.sh
 
 lint:
 	cargo fmt --all -- --check

@@ -35,3 +35,41 @@ fn samples_parse_as_lvmclusters() {
         assert!(!c.spec.storage.device_classes.is_empty(), "{name}");
     }
 }
+
+/// Issue 12.6: the operator's journal lives on a volume of its own (an emptyDir: it survives
+/// container restarts, which replay from it; a rescheduled pod starts a new journal) — with a
+/// read-only root filesystem, anywhere else it could not even be written.
+#[test]
+fn the_operator_journal_is_on_a_volume() {
+    use k8s_openapi::api::apps::v1::Deployment;
+    let text =
+        std::fs::read_to_string(repo("deploy/manager/operator.yaml")).expect("operator.yaml");
+    let dep: Deployment = text
+        .split("\n---")
+        .filter(|doc| doc.contains("kind: Deployment"))
+        .map(|doc| serde_saphyr::from_str(doc).expect("Deployment parses"))
+        .next()
+        .expect("a Deployment in operator.yaml");
+    let pod = dep.spec.and_then(|s| s.template.spec).expect("pod spec");
+    let c = &pod.containers[0];
+    let dir = c
+        .args
+        .iter()
+        .flatten()
+        .find_map(|a| a.strip_prefix("--journal-dir="))
+        .expect("--journal-dir is set");
+    let mount = c
+        .volume_mounts
+        .iter()
+        .flatten()
+        .find(|m| std::path::Path::new(dir).starts_with(&m.mount_path))
+        .unwrap_or_else(|| panic!("--journal-dir={dir} is on no volume"));
+    assert_ne!(mount.read_only, Some(true));
+    let volume = pod
+        .volumes
+        .iter()
+        .flatten()
+        .find(|v| v.name == mount.name)
+        .expect("the mount's volume");
+    assert!(volume.empty_dir.is_some() || volume.persistent_volume_claim.is_some());
+}

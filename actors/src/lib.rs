@@ -28,5 +28,6 @@ pub use supervisor::{
 };
 pub use trigger::Trigger;
 pub use unit::{
-    Pass, PassHook, PassReport, TraceHooks, TraceSource, Unit, UnitActor, UnitArgs, UnitMsg,
+    Pass, PassHook, PassReport, QUIET_DETAIL, TraceHooks, TraceSource, Unit, UnitActor, UnitArgs,
+    UnitMsg,
 };

@@ -177,6 +177,10 @@ impl<S: EventSink> Actor for EventPublisher<S> {
             state.retry_armed = false;
         }
         let journal = state.args.journal.clone();
+        // An Event goes out only for an outcome that is durable: otherwise a kill could keep
+        // the Event and lose its outcome, and the occurrence be counted again after replay.
+        // One flush per wake-up that has Events to write (outcomes are group-flushed).
+        let mut durable = false;
         // In chunks: the journal iterator is not Send, so it cannot live across an await.
         'scan: loop {
             let chunk: Vec<_> = journal
@@ -196,7 +200,7 @@ impl<S: EventSink> Actor for EventPublisher<S> {
                     }
                 };
                 if matches!(rec.body, Body::Outcome(_))
-                    && let Err(e) = publish(&state.args, &rec).await
+                    && let Err(e) = publish(&state.args, &rec, &mut durable).await
                 {
                     warn!(seq = rec.seq, error = %e, "event not published yet; will retry");
                     if !state.retry_armed {
@@ -212,9 +216,18 @@ impl<S: EventSink> Actor for EventPublisher<S> {
     }
 }
 
-async fn publish<S: EventSink>(args: &PublisherArgs<S>, rec: &Record) -> Result<(), String> {
+async fn publish<S: EventSink>(
+    args: &PublisherArgs<S>,
+    rec: &Record,
+    durable: &mut bool,
+) -> Result<(), String> {
+    let specs = (args.event_for)(&args.journal, rec);
+    if !specs.is_empty() && !*durable {
+        args.journal.flush().map_err(|e| e.to_string())?;
+        *durable = true;
+    }
     // In order; a retry after a failure skips the ones already recorded as published.
-    for spec in (args.event_for)(&args.journal, rec) {
+    for spec in specs {
         publish_one(args, rec, &spec).await?;
     }
     Ok(())

@@ -51,6 +51,8 @@ impl StepSpec {
 #[derive(Default)]
 struct PassState {
     subject: Option<ObjectRef>,
+    /// Other objects this pass's Events regard, as they are now (see [`Steps::regard`]).
+    regarding: Vec<ObjectRef>,
     seq: Option<Seq>,
     applied: u32,
 }
@@ -77,6 +79,7 @@ impl Steps {
     ) -> Self {
         let pass = PassState {
             subject: resumed.as_ref().map(|(_, o)| o.clone()),
+            regarding: Vec::new(),
             seq: resumed.map(|(s, _)| s),
             applied: 0,
         };
@@ -129,6 +132,24 @@ impl Steps {
         }
     }
 
+    /// The other objects this pass's Events regard (vg-manager: its node status and the
+    /// owning LVMCluster), with the UIDs they have now. Recorded on every intent (and so
+    /// outcome) of the pass, so an Event published later, even after a restart, goes to
+    /// these objects and never to a newer object of the same name. Call before the first
+    /// step.
+    pub fn regard(&self, objects: Vec<ObjectRef>) {
+        if let Ok(mut p) = self.pass.lock() {
+            p.regarding = objects;
+        }
+    }
+
+    fn regarding(&self) -> Vec<ObjectRef> {
+        self.pass
+            .lock()
+            .map(|p| p.regarding.clone())
+            .unwrap_or_default()
+    }
+
     pub(crate) fn subject(&self) -> Option<ObjectRef> {
         self.pass.lock().ok().and_then(|p| p.subject.clone())
     }
@@ -141,7 +162,14 @@ impl Steps {
         self.pass.lock().map(|p| p.applied).unwrap_or(0)
     }
 
-    fn intent(&self, object: ObjectRef, action: &str, digest: &str, key: String) -> Intent {
+    fn intent(
+        &self,
+        object: ObjectRef,
+        action: &str,
+        digest: &str,
+        key: String,
+        regarding: Vec<ObjectRef>,
+    ) -> Intent {
         Intent {
             unit: self.unit.to_string(),
             object,
@@ -149,6 +177,7 @@ impl Steps {
             desired_digest: digest.to_string(),
             idempotency_key: key,
             lease_epoch: self.epoch.load(Ordering::Acquire),
+            regarding,
         }
     }
 
@@ -163,7 +192,7 @@ impl Steps {
         }
         let subject = p.subject.clone().unwrap_or_default();
         let key = format!("{}/{PASS_ACTION}/{}", self.unit, subject);
-        let intent = self.intent(subject, PASS_ACTION, "", key);
+        let intent = self.intent(subject, PASS_ACTION, "", key, p.regarding.clone());
         let seq = self
             .journal
             .append_intent(intent, self.record_trace())
@@ -196,7 +225,13 @@ impl Steps {
         let result = async {
             let key = spec.idempotency_key(&self.unit);
             let action = spec.action.clone();
-            let intent = self.intent(spec.object, &spec.action, &spec.desired_digest, key);
+            let intent = self.intent(
+                spec.object,
+                &spec.action,
+                &spec.desired_digest,
+                key,
+                self.regarding(),
+            );
             let seq = self
                 .journal
                 .append_intent(intent, self.record_trace())

@@ -25,7 +25,13 @@ pub struct Pass {
     pub summary: String,
     /// Come back later even without a watch event (e.g. waiting for a kubelet).
     pub requeue_after: Option<Duration>,
+    /// No Event for this success (its steps told the news, e.g. a teardown's); recorded as
+    /// `quiet=true` in the pass Outcome for the Event mappers.
+    pub quiet: bool,
 }
+
+/// Pass outcome detail key set for [`Pass::quiet`] passes.
+pub const QUIET_DETAIL: &str = "quiet";
 
 /// A reconcile unit: pure decisions inside, side effects only through [`Steps`].
 pub trait Unit: Send + Sync + 'static {
@@ -353,10 +359,16 @@ fn journal_pass<U>(
     }
     let seq = steps.open_pass()?;
     let result = match result {
-        Ok(p) => Ok(BTreeMap::from([
-            ("summary".to_string(), p.summary.clone()),
-            ("applied".to_string(), steps.applied().to_string()),
-        ])),
+        Ok(p) => {
+            let mut d = BTreeMap::from([
+                ("summary".to_string(), p.summary.clone()),
+                ("applied".to_string(), steps.applied().to_string()),
+            ]);
+            if p.quiet {
+                d.insert(QUIET_DETAIL.to_string(), "true".to_string());
+            }
+            Ok(d)
+        }
         Err(e) => Err(e.clone()),
     };
     steps.close(seq, &result, Instant::now()).map(Some)

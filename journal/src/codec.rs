@@ -9,7 +9,12 @@ use crate::error::JournalError;
 use crate::record::Record;
 
 /// Current on-disk format version, written in every frame and in the journal meta.
-pub const FORMAT_VERSION: u8 = 1;
+/// 2: intents and outcomes carry `regarding`. Frames of every earlier version still decode
+/// (`legacy`), so a journal written by an older release opens, verifies and replays.
+pub const FORMAT_VERSION: u8 = 2;
+
+/// The oldest format this release reads.
+pub const OLDEST_READABLE_FORMAT: u8 = 1;
 
 /// Largest payload accepted on decode (also the bincode decode limit).
 pub const MAX_PAYLOAD: usize = 16 << 20;
@@ -70,8 +75,8 @@ pub fn frame(payload: &[u8]) -> Vec<u8> {
     out
 }
 
-/// Check a frame and return its payload, or why it is bad.
-pub fn unframe(bytes: &[u8]) -> Result<&[u8], String> {
+/// Check a frame and return its format version and payload, or why it is bad.
+pub fn unframe(bytes: &[u8]) -> Result<(u8, &[u8]), String> {
     let Some((head, payload)) = bytes.split_at_checked(HEADER) else {
         return Err(format!(
             "frame too short: {} bytes, header needs {HEADER}",
@@ -87,7 +92,7 @@ pub fn unframe(bytes: &[u8]) -> Result<&[u8], String> {
             "frame format version {version} is newer than supported version {FORMAT_VERSION}"
         ));
     }
-    if version != FORMAT_VERSION {
+    if version < OLDEST_READABLE_FORMAT {
         return Err(format!("unknown frame format version {version}"));
     }
     if len != payload.len() {
@@ -102,7 +107,7 @@ pub fn unframe(bytes: &[u8]) -> Result<&[u8], String> {
             "crc32c mismatch: stored {stored_crc:08x}, computed {actual:08x}"
         ));
     }
-    Ok(payload)
+    Ok((version, payload))
 }
 
 pub fn encode_record(record: &Record) -> Result<Vec<u8>, JournalError> {
@@ -110,7 +115,10 @@ pub fn encode_record(record: &Record) -> Result<Vec<u8>, JournalError> {
 }
 
 pub fn decode_record(bytes: &[u8]) -> Result<Record, String> {
-    decode_value(unframe(bytes)?)
+    match unframe(bytes)? {
+        (1, payload) => decode_value::<crate::legacy::RecordV1>(payload).map(Record::from),
+        (_, payload) => decode_value(payload),
+    }
 }
 
 #[cfg(test)]
@@ -164,23 +172,35 @@ mod tests {
                 |(unit, object, action, desired_digest, idempotency_key, lease_epoch)| Body::Intent(
                     Intent {
                         unit,
+                        regarding: vec![object.clone()],
                         object,
                         action,
                         desired_digest,
                         idempotency_key,
-                        lease_epoch
+                        lease_epoch,
                     }
                 )
             ),
-            (any::<u64>(), s(), object(), result(), any::<u64>()).prop_map(
-                |(intent_seq, unit, object, result, duration_ms)| Body::Outcome(Outcome {
-                    intent_seq,
-                    unit,
-                    object,
-                    result,
-                    duration_ms
-                })
-            ),
+            (
+                any::<u64>(),
+                s(),
+                object(),
+                result(),
+                any::<u64>(),
+                proptest::collection::vec(object(), 0..3)
+            )
+                .prop_map(
+                    |(intent_seq, unit, object, result, duration_ms, regarding)| {
+                        Body::Outcome(Outcome {
+                            intent_seq,
+                            unit,
+                            object,
+                            result,
+                            duration_ms,
+                            regarding,
+                        })
+                    }
+                ),
             (
                 s(),
                 proptest::option::of(object()),
@@ -244,6 +264,54 @@ mod tests {
             let n = cut.index(bytes.len());
             prop_assert!(decode_record(&bytes[..n]).is_err());
         }
+    }
+
+    /// A format-1 record (before `regarding`) still decodes, with nothing regarded.
+    #[test]
+    fn format_1_frames_decode_into_the_current_types() {
+        #[derive(serde::Serialize)]
+        struct IntentV1<'a>(&'a str, ObjectRef, &'a str, &'a str, &'a str, u64);
+        #[derive(serde::Serialize)]
+        enum BodyV1<'a> {
+            #[allow(dead_code)]
+            Observed(Observed),
+            Intent(IntentV1<'a>),
+        }
+        #[derive(serde::Serialize)]
+        struct RecordV1<'a>(u64, u64, Trace, BodyV1<'a>);
+        let obj = ObjectRef {
+            kind: "LVMVolumeGroup".into(),
+            name: "vg1".into(),
+            uid: "u1".into(),
+            ..Default::default()
+        };
+        let old = RecordV1(
+            3,
+            9,
+            Trace::default(),
+            BodyV1::Intent(IntentV1("vg/vg1", obj.clone(), "vgcreate", "argv", "k", 0)),
+        );
+        let payload = encode_value("record", &old).unwrap();
+        let mut bytes = frame(&payload);
+        // Re-frame as version 1 (frame() writes the current version).
+        bytes[0] = 1;
+        let len = [bytes[5], bytes[6], bytes[7], bytes[8]];
+        bytes[1..5].copy_from_slice(&crc(1, len, &payload).to_be_bytes());
+        let rec = decode_record(&bytes).unwrap();
+        assert_eq!(rec.seq, 3);
+        match rec.body {
+            Body::Intent(i) => {
+                assert_eq!((i.unit.as_str(), i.action.as_str()), ("vg/vg1", "vgcreate"));
+                assert_eq!(i.object, obj);
+                assert!(i.regarding.is_empty());
+            }
+            other => panic!("{other:?}"),
+        }
+        bytes[0] = 0;
+        assert!(
+            decode_record(&bytes).is_err(),
+            "version 0 was never written"
+        );
     }
 
     #[test]

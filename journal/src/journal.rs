@@ -185,11 +185,20 @@ impl Journal {
                         supported: codec::FORMAT_VERSION,
                     });
                 }
-                if found != codec::FORMAT_VERSION {
+                if found < codec::OLDEST_READABLE_FORMAT {
                     return Err(JournalError::UnsupportedFormat {
                         found,
                         supported: codec::FORMAT_VERSION,
                     });
+                }
+                if found < codec::FORMAT_VERSION {
+                    // Older records stay as they are (their frames say their version); new
+                    // ones are written in the current format, so an older release must now
+                    // refuse this journal rather than misread it.
+                    let mut b = Batch::default();
+                    b.insert(keys::META_FORMAT, vec![codec::FORMAT_VERSION]);
+                    store.apply(b)?;
+                    store.flush()?;
                 }
             }
             None if last.is_none() => {
@@ -316,6 +325,7 @@ impl Journal {
             object: intent.object,
             result,
             duration_ms: duration.as_millis().try_into().unwrap_or(u64::MAX),
+            regarding: intent.regarding,
         });
         self.append_locked(&mut w, body, trace, false)
     }

@@ -14,6 +14,7 @@ mod error;
 mod index;
 mod journal;
 mod keys;
+mod legacy;
 mod projection;
 mod record;
 pub mod render;

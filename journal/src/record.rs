@@ -106,6 +106,10 @@ pub struct Intent {
     pub idempotency_key: String,
     /// Fencing token: appends carrying an epoch older than one already seen are refused.
     pub lease_epoch: u64,
+    /// Other objects this intent's projections (Events) regard, as they were when it was
+    /// written, UIDs included: a later object of the same name is never re-aimed at.
+    /// Format 2; empty in records of format 1.
+    pub regarding: Vec<ObjectRef>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -130,6 +134,8 @@ pub struct Outcome {
     pub object: ObjectRef,
     pub result: OutcomeResult,
     pub duration_ms: u64,
+    /// Copied from the intent (format 2; empty in records of format 1).
+    pub regarding: Vec<ObjectRef>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

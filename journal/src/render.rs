@@ -22,8 +22,9 @@
 //!
 //! `body` per kind:
 //! * observed: `{digest}`
-//! * intent: `{action, desired_digest, idempotency_key, lease_epoch}`
-//! * outcome: `{intent_seq, duration_ms, ok: bool, resource_version?, detail?, reason?, message?, retryable?}`
+//! * intent: `{action, desired_digest, idempotency_key, lease_epoch, regarding}`
+//! * outcome: `{intent_seq, duration_ms, ok: bool, regarding, resource_version?, detail?, reason?, message?, retryable?}`
+//!   (`regarding`: the other objects its Events go to, as objects like `object`; `[]` in format 1)
 //!   (`resource_version`/`detail` when ok, `reason`/`message`/`retryable` when not)
 //! * published: `{kind: "event"|"status", dedupe_key, summary}`
 //! * snapshot: `{projection, upto_seq, state_len}`
@@ -312,6 +313,7 @@ pub fn entry_json(entry: &Entry) -> Value {
                 Body::Intent(i) => json!({
                     "action": i.action, "desired_digest": i.desired_digest,
                     "idempotency_key": i.idempotency_key, "lease_epoch": i.lease_epoch,
+                    "regarding": i.regarding.iter().map(object_json).collect::<Vec<_>>(),
                 }),
                 Body::Outcome(o) => match &o.result {
                     OutcomeResult::Ok {
@@ -320,6 +322,7 @@ pub fn entry_json(entry: &Entry) -> Value {
                     } => json!({
                         "intent_seq": o.intent_seq, "duration_ms": o.duration_ms, "ok": true,
                         "resource_version": resource_version, "detail": detail,
+                        "regarding": o.regarding.iter().map(object_json).collect::<Vec<_>>(),
                     }),
                     OutcomeResult::Err {
                         reason,
@@ -328,6 +331,7 @@ pub fn entry_json(entry: &Entry) -> Value {
                     } => json!({
                         "intent_seq": o.intent_seq, "duration_ms": o.duration_ms, "ok": false,
                         "reason": reason, "message": message, "retryable": retryable,
+                        "regarding": o.regarding.iter().map(object_json).collect::<Vec<_>>(),
                     }),
                 },
                 Body::Published(p) => json!({

@@ -260,14 +260,14 @@ fn newer_format_version_is_refused_naming_both_versions() {
         matches!(
             err,
             JournalError::NewerFormat {
-                found: 2,
-                supported: 1
+                found: 3,
+                supported: 2
             }
         ),
         "{err}"
     );
     let msg = err.to_string();
-    assert!(msg.contains('2') && msg.contains('1'), "{msg}");
+    assert!(msg.contains('3') && msg.contains('2'), "{msg}");
 }
 
 #[test]

@@ -9,6 +9,7 @@ pub mod events;
 pub mod filter;
 pub mod lsblk;
 pub mod lvmd_config;
+pub mod replay;
 pub mod report;
 pub mod resolve;
 pub mod thin;

@@ -484,6 +484,7 @@ mod tests {
             idempotency_key: "k".into(),
             desired_digest: "d".into(),
             lease_epoch: 0,
+            regarding: Vec::new(),
         };
         journal
             .append_intent(intent, lvms_journal::Trace::default())

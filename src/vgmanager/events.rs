@@ -2,7 +2,6 @@
 //! passes of a volume group (their reason is LVMS's Event reason), and a pass that made a
 //! volume group ready.
 
-use kube::runtime::reflector::Store;
 use lvms_actors::{EventSpec, EventType, PASS_ACTION};
 use lvms_journal::{Body, Journal, ObjectRef, OutcomeResult, Record};
 
@@ -13,37 +12,54 @@ use crate::node::events::{
 };
 use crate::operator::context::object_ref;
 
-/// The objects besides the volume group that LVMS's vg-manager Events also regard.
+const NODE_STATUS_KIND: &str = "LVMVolumeGroupNodeStatus";
+
+/// Where this node's Events go besides the volume group.
 #[derive(Clone)]
 pub struct EventTargets {
     pub node: String,
     pub namespace: String,
-    pub volume_groups: Store<LVMVolumeGroup>,
-    /// This node's LVMVolumeGroupNodeStatus (created by the operator).
-    pub node_statuses: Store<LVMVolumeGroupNodeStatus>,
 }
 
 impl EventTargets {
-    /// Every Event of `rec`: one per regarded object, with LVMS's wording for each.
+    /// Every Event of `rec`: one per regarded object, with LVMS's wording for each. The
+    /// objects are the ones the outcome recorded when it happened (`regarding`, with their
+    /// UIDs), never looked up again: after a restart an old outcome's Events still go to the
+    /// objects of its time, under the same keys, so what was published is not sent again.
+    /// Outcomes of format 1 regard nothing else: their Events go to the volume group only.
     pub fn events_for(&self, journal: &Journal, rec: &Record) -> Vec<EventSpec> {
         let Some(base) = event_for(journal, rec) else {
             return Vec::new();
         };
-        let node_status = self
-            .node_statuses
-            .state()
-            .into_iter()
-            .find(|n| n.metadata.name.as_deref() == Some(self.node.as_str()))
-            .map(|n| object_ref(n.as_ref()));
-        let owners: Vec<ObjectRef> = self
-            .volume_groups
-            .state()
-            .into_iter()
-            .find(|v| v.metadata.name.as_deref() == Some(base.regarding.name.as_str()))
-            .map(|v| owner_refs(&v))
-            .unwrap_or_default();
+        let Body::Outcome(o) = &rec.body else {
+            return Vec::new();
+        };
+        let node_status = o
+            .regarding
+            .iter()
+            .find(|r| r.kind == NODE_STATUS_KIND)
+            .cloned();
+        let owners = o
+            .regarding
+            .iter()
+            .filter(|r| r.kind != NODE_STATUS_KIND)
+            .cloned()
+            .collect();
         fan_out(&base, &self.namespace, &self.node, node_status, owners)
     }
+}
+
+/// The objects a pass of `vg` regards besides `vg` itself, with their current UIDs: this
+/// node's status (when the operator has created it) and the volume group's owners.
+pub fn regarded(
+    vg: &LVMVolumeGroup,
+    node_status: Option<&LVMVolumeGroupNodeStatus>,
+) -> Vec<ObjectRef> {
+    node_status
+        .map(object_ref)
+        .into_iter()
+        .chain(owner_refs(vg))
+        .collect()
 }
 
 fn owner_refs(vg: &LVMVolumeGroup) -> Vec<ObjectRef> {
@@ -138,6 +154,8 @@ pub fn event_for(journal: &Journal, rec: &Record) -> Option<EventSpec> {
         return None;
     }
     match &o.result {
+        // A quiet success (a teardown) told its news through its steps' Events.
+        OutcomeResult::Ok { detail, .. } if detail.contains_key(lvms_actors::QUIET_DETAIL) => None,
         OutcomeResult::Ok { .. } => Some(spec(
             EventType::Normal,
             EventReason::VolumeGroupReady.as_str(),
@@ -227,6 +245,80 @@ mod tests {
         assert_eq!(out.len(), 1);
         assert_eq!(out[0].note, "update on node lvms/node-b: vgcreate failed");
         assert_eq!(out[0].regarding.uid, "u-vg");
+    }
+
+    /// Issue 12.1: an outcome's Events go to the objects recorded with it, whatever has the
+    /// same names now; an outcome that recorded none (format 1) reaches the volume group only.
+    #[test]
+    fn events_go_to_the_objects_recorded_with_the_outcome() {
+        use lvms_journal::{Intent, Trace};
+        let dir = std::env::temp_dir().join(format!("lvms-events-test-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let journal = Journal::open(&dir).expect("journal");
+        let vg = obj("LVMVolumeGroup", "vg1", "u-vg-1");
+        let pass = |regarding: Vec<ObjectRef>| {
+            let seq = journal
+                .append_intent(
+                    Intent {
+                        unit: "vg/vg1".into(),
+                        object: vg.clone(),
+                        action: PASS_ACTION.into(),
+                        desired_digest: String::new(),
+                        idempotency_key: "k".into(),
+                        lease_epoch: 0,
+                        regarding,
+                    },
+                    Trace::default(),
+                )
+                .expect("intent");
+            let out = journal
+                .append_outcome(
+                    seq,
+                    OutcomeResult::Ok {
+                        resource_version: None,
+                        detail: Default::default(),
+                    },
+                    std::time::Duration::ZERO,
+                    Trace::default(),
+                )
+                .expect("outcome");
+            journal.get(out).expect("read").expect("present")
+        };
+        let targets = EventTargets {
+            node: "node-a".into(),
+            namespace: "lvms".into(),
+        };
+        let rec = pass(vec![
+            obj("LVMVolumeGroupNodeStatus", "node-a", "u-ns-1"),
+            obj("LVMCluster", "my-lvmcluster", "u-c-1"),
+        ]);
+        let uids: Vec<String> = targets
+            .events_for(&journal, &rec)
+            .into_iter()
+            .map(|e| e.regarding.uid)
+            .collect();
+        assert_eq!(uids, vec!["u-ns-1", "u-c-1", "u-vg-1"]);
+        // Recomputed later (a restart) it is the same Events under the same keys.
+        let again: Vec<String> = targets
+            .events_for(&journal, &rec)
+            .iter()
+            .map(EventSpec::key)
+            .collect();
+        let first: Vec<String> = targets
+            .events_for(&journal, &rec)
+            .iter()
+            .map(EventSpec::key)
+            .collect();
+        assert_eq!(again, first);
+        let old = pass(Vec::new());
+        let uids: Vec<String> = targets
+            .events_for(&journal, &old)
+            .into_iter()
+            .map(|e| e.regarding.uid)
+            .collect();
+        assert_eq!(uids, vec!["u-vg-1"], "nothing re-aimed at today's objects");
+        drop(journal);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

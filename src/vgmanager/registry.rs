@@ -46,7 +46,7 @@ impl Unit for Registry {
         UNIT
     }
 
-    async fn reconcile(&self, _steps: &Steps) -> Result<Pass, UnitError> {
+    async fn reconcile(&self, steps: &Steps) -> Result<Pass, UnitError> {
         let Some(sup) = self.supervisor.get() else {
             return Err(UnitError::retryable("Starting", "supervisor not up yet"));
         };
@@ -55,13 +55,17 @@ impl Unit for Registry {
             .state()
             .into_iter()
             .find(|n| n.metadata.name.as_deref() == Some(self.node_name.as_str()));
-        let wanted: BTreeSet<String> = self
+        let mut wanted: BTreeSet<String> = self
             .volume_groups
             .state()
             .iter()
             .filter(|vg| concerns(vg, &self.node_name, node.as_deref()))
             .filter_map(|vg| vg.metadata.name.clone())
             .collect();
+        // A volume group's actor also runs while its unit has intents left open by a kill,
+        // even if the LVMVolumeGroup is gone meanwhile: it replays and closes them.
+        let open = steps.journal().open_intents().map_err(UnitError::journal)?;
+        wanted.extend(with_open_intents(&open));
         let mut triggers = self
             .triggers
             .lock()
@@ -85,12 +89,20 @@ impl Unit for Registry {
         Ok(Pass {
             summary: format!("{} volume group(s) on this node", wanted.len()),
             requeue_after: None,
+            quiet: false,
         })
     }
 
     async fn replay(&self, _i: &Intent, _s: &Steps) -> Result<BTreeMap<String, String>, UnitError> {
         Ok(BTreeMap::new())
     }
+}
+
+/// Volume groups (`vg/<name>` units) with an open intent among `open`.
+pub fn with_open_intents(open: &[lvms_journal::Record]) -> BTreeSet<String> {
+    open.iter()
+        .filter_map(|r| r.unit()?.strip_prefix("vg/").map(String::from))
+        .collect()
 }
 
 #[cfg(test)]
@@ -110,6 +122,27 @@ mod tests {
     fn node(name: &str, zone: &str) -> Node {
         serde_json::from_value(json!({"metadata": {"name": name, "labels": {"zone": zone}}}))
             .unwrap()
+    }
+
+    #[test]
+    fn units_with_open_intents_keep_their_actor() {
+        use lvms_journal::{Body, ObjectRef, Record};
+        let intent = |unit: &str| Record {
+            seq: 1,
+            at_ms: 0,
+            trace: Default::default(),
+            body: Body::Intent(Intent {
+                unit: unit.into(),
+                object: ObjectRef::default(),
+                action: "remove-finalizer".into(),
+                desired_digest: String::new(),
+                idempotency_key: String::new(),
+                lease_epoch: 0,
+                regarding: vec![],
+            }),
+        };
+        let got = with_open_intents(&[intent("vg/vg1"), intent("node-status"), intent("vg/vg2")]);
+        assert_eq!(got.into_iter().collect::<Vec<_>>(), vec!["vg1", "vg2"]);
     }
 
     #[test]

@@ -66,10 +66,16 @@ pub async fn run(
     // Watch events → triggers: the registry and every volume-group actor.
     let registry_trigger = Trigger::new();
     let vg_triggers: Arc<Mutex<BTreeMap<String, Trigger>>> = Arc::default();
+    let report = NodeReport::default();
     let router: crate::kube::caches::Router = {
         let (reg, vgs) = (registry_trigger.clone(), vg_triggers.clone());
+        let node_status = report.changed.clone();
         Arc::new(move |source, _traceparent: Option<&str>| {
+            // This node's status matters only to the node-status unit: it writes into the
+            // object the operator created (and stops when it is deleted). Its own writes come
+            // back here too and find nothing to do.
             if source == crate::kube::caches::Source::NodeStatus {
+                node_status.bump("NodeStatus");
                 return;
             }
             reg.bump(&format!("{source:?}"));
@@ -95,7 +101,7 @@ pub async fn run(
         strip_meta,
         &mut tasks,
     );
-    // Only for Event targets: its changes are our own writes, so they wake nobody.
+    // This node's status: Event targets and the node-status unit's write target.
     let node_statuses = spawn_typed(
         Api::<LVMVolumeGroupNodeStatus>::namespaced(client.clone(), &cfg.namespace),
         watcher::Config::default().fields(&format!("metadata.name={}", cfg.node)),
@@ -109,9 +115,13 @@ pub async fn run(
         .await
         .context("LVMVolumeGroup cache")?;
     nodes.wait_until_ready().await.context("Node cache")?;
+    // Before any pass: a pass records which node status its Events regard.
+    node_statuses
+        .wait_until_ready()
+        .await
+        .context("LVMVolumeGroupNodeStatus cache")?;
     info!(node = %cfg.node, "caches synced");
 
-    let report = NodeReport::default();
     let ctx = Arc::new(NodeCtx {
         client: client.clone(),
         namespace: cfg.namespace.clone(),
@@ -120,6 +130,7 @@ pub async fn run(
         lvmd_path: cfg.lvmd_config.clone(),
         report: report.clone(),
         volume_groups: volume_groups.clone(),
+        node_statuses: node_statuses.clone(),
         lvmd_lock: tokio::sync::Mutex::new(()),
         device_allowlist: cfg.device_allowlist.clone(),
         reconcile_interval: cfg.reconcile_interval,
@@ -168,8 +179,6 @@ pub async fn run(
             let targets = EventTargets {
                 node: cfg.node.clone(),
                 namespace: cfg.namespace.clone(),
-                volume_groups: volume_groups.clone(),
-                node_statuses,
             };
             Arc::new(move |j: &Journal, r: &lvms_journal::Record| targets.events_for(j, r))
         },
@@ -182,6 +191,7 @@ pub async fn run(
             cfg.namespace.clone(),
             cfg.node.clone(),
             report.clone(),
+            node_statuses.clone(),
         ),
     ));
     children.push(wiring.child(

@@ -16,7 +16,7 @@ use lvms_journal::{Intent, ObjectRef};
 use super::host::Host;
 use super::node_metrics;
 use super::node_report::NodeReport;
-use crate::api::{LVMVolumeGroup, NODE_CLEANUP_FINALIZER_PREFIX};
+use crate::api::{LVMVolumeGroup, LVMVolumeGroupNodeStatus, NODE_CLEANUP_FINALIZER_PREFIX};
 use crate::api::{RaidHealthStatus, RaidStatus};
 use crate::kube::apply;
 use crate::kube::kinds::Kind;
@@ -29,7 +29,7 @@ use crate::node::report::{
 };
 use crate::node::resolve::{ResolvedPaths, paths_to_resolve};
 use crate::node::vg_status::{Phase, raid_status, vg_status};
-use crate::node::{allowlist, commands, lvmd_config, thin, validate, wipe};
+use crate::node::{allowlist, commands, lvmd_config, replay, thin, validate, wipe};
 use crate::operator::context::object_ref;
 use crate::telemetry::metrics::Metrics;
 
@@ -42,6 +42,8 @@ pub struct NodeCtx {
     pub lvmd_path: PathBuf,
     pub report: NodeReport,
     pub volume_groups: Store<LVMVolumeGroup>,
+    /// This node's LVMVolumeGroupNodeStatus (created by the operator): Events regard it.
+    pub node_statuses: Store<LVMVolumeGroupNodeStatus>,
     /// lvmd.yaml holds every class: one writer at a time.
     pub lvmd_lock: tokio::sync::Mutex<()>,
     /// `--device-allowlist`: when set, the only devices this node may look at.
@@ -156,9 +158,17 @@ impl VolumeGroupUnit {
         let mut probed = BTreeMap::new();
         let knames: Vec<String> = flatten(&devices).keys().cloned().collect();
         for kname in knames {
-            if let Ok(out) = self.exec(&commands::blkid_probe(&kname), &[2]).await {
-                probed.insert(kname, crate::node::lsblk::parse_blkid_export(&out.stdout));
-            }
+            // Exit 2 is "no signature"; any other failure leaves the device unknown, and an
+            // unknown device must not pass the filesystem filter as an empty one: it is
+            // excluded, with the error as its reason, until a later pass can read it.
+            let probe = match self.exec(&commands::blkid_probe(&kname), &[2]).await {
+                Ok(out) => crate::node::lsblk::parse_blkid_export(&out.stdout),
+                Err(e) => crate::node::lsblk::BlkidProbe {
+                    fstype: Some(format!("unknown (blkid -p failed: {e})")),
+                    pttype: None,
+                },
+            };
+            probed.insert(kname, probe);
         }
         tracing::debug!(?probed, "signatures probed with blkid");
         crate::node::lsblk::apply_probes(&mut devices, &probed);
@@ -319,6 +329,37 @@ impl VolumeGroupUnit {
         Ok(())
     }
 
+    /// `pvs` of the node. Unreadable is an error to retry, never "no PVs".
+    async fn read_pvs(&self) -> Result<Vec<PhysicalVolume>, UnitError> {
+        parse_pvs(&self.run_host(&commands::pvs(None)).await?)
+            .map_err(|e| UnitError::retryable("PvsFailed", e.to_string()))
+    }
+
+    /// `vgs` of the node. Unreadable is an error to retry, never "no VGs".
+    async fn read_vgs(&self) -> Result<Vec<crate::node::report::VolumeGroupRow>, UnitError> {
+        parse_vgs(&self.run_host(&commands::vgs(true)).await?)
+            .map_err(|e| UnitError::retryable("VgsFailed", e.to_string()))
+    }
+
+    /// The devices this node put into the volume group, from its own journal (for a teardown
+    /// that finds the VG already gone).
+    fn devices_from_journal(&self, steps: &Steps) -> Result<BTreeSet<String>, UnitError> {
+        let mut recorded = Vec::new();
+        for rec in steps.journal().iter() {
+            // A corrupt record is reported, not skipped: it may be one of ours.
+            let rec = rec.map_err(UnitError::journal)?;
+            if let lvms_journal::Body::Intent(i) = rec.body
+                && i.unit == self.unit
+                && i.object.kind == "Host"
+            {
+                recorded.push((i.action, i.desired_digest));
+            }
+        }
+        Ok(replay::devices_from_journal(
+            recorded.iter().map(|(a, d)| (a.as_str(), d.as_str())),
+        ))
+    }
+
     /// `lvs` of this volume group.
     async fn read_lvs(&self) -> Result<LvReport, UnitError> {
         let out = self
@@ -338,7 +379,7 @@ impl VolumeGroupUnit {
             return Ok(None);
         };
         let lvs = self.read_lvs().await?;
-        let vgs = parse_vgs(&self.run_host(&commands::vgs(true)).await?).unwrap_or_default();
+        let vgs = self.read_vgs().await?;
         let size = vgs
             .iter()
             .find(|v| v.vg_name == self.vg)
@@ -583,6 +624,7 @@ impl VolumeGroupUnit {
             return Ok(Pass {
                 summary: format!("devices of {} wiped", self.vg),
                 requeue_after: Some(Duration::from_millis(200)),
+                quiet: false,
             });
         }
         let filtered = self.filter(vg, &obs);
@@ -650,7 +692,7 @@ impl VolumeGroupUnit {
                         crate::node::events::device_removed_message(std::slice::from_ref(pv));
                     self.host_step(
                         steps,
-                        "pvremove",
+                        replay::PVREMOVE,
                         pvremove,
                         Some(("Normal", EventReason::DeviceRemoved.as_str(), note)),
                     )
@@ -712,6 +754,7 @@ impl VolumeGroupUnit {
         Ok(Pass {
             summary: format!("volume group {} ready", self.vg),
             requeue_after,
+            quiet: false,
         })
     }
 
@@ -723,10 +766,11 @@ impl VolumeGroupUnit {
             return Ok(Pass {
                 summary: "not ours to clean up".into(),
                 requeue_after: None,
+                quiet: false,
             });
         }
-        let pvs = parse_pvs(&self.run_host(&commands::pvs(None)).await?).unwrap_or_default();
-        let vgs = parse_vgs(&self.run_host(&commands::vgs(true)).await?).unwrap_or_default();
+        let pvs = self.read_pvs().await?;
+        let vgs = self.read_vgs().await?;
         if let Some(existing) = find_vg(&join_vgs(&vgs, &pvs), &self.vg).cloned() {
             let lvs = self.read_lvs().await?;
             let pool = vg.spec.thin_pool_config.as_ref().map(|t| t.name.clone());
@@ -755,28 +799,52 @@ impl VolumeGroupUnit {
             let argv = commands::vgremove(&self.vg).map_err(cmd_err)?;
             self.host_step(steps, "vgremove", argv, None).await?;
             let argv = commands::pvremove(&existing.pv_names()).map_err(cmd_err)?;
-            self.host_step(steps, "pvremove", argv, None).await?;
+            self.host_step(steps, replay::PVREMOVE_TEARDOWN, argv, None)
+                .await?;
+        } else {
+            // Gone already (a kill after vgremove): its former devices may still be labelled.
+            let orphans = replay::orphaned_labels(&self.devices_from_journal(steps)?, &pvs);
+            if !orphans.is_empty() {
+                let argv = commands::pvremove(&orphans).map_err(cmd_err)?;
+                self.host_step(steps, replay::PVREMOVE_TEARDOWN, argv, None)
+                    .await?;
+            }
         }
         {
             let _guard = self.ctx.lvmd_lock.lock().await;
             let existing = self.read_lvmd()?;
-            let text = match lvmd_config::remove_volume_group(existing.as_ref(), &self.vg) {
-                lvmd_config::Removal::NoConfig | lvmd_config::Removal::Unchanged => None,
-                lvmd_config::Removal::Save(c) => {
-                    Some(Some(lvmd_config::render(&c).map_err(|e| {
-                        UnitError::permanent("LVMDConfigInvalid", e.to_string())
-                    })?))
-                }
-                lvmd_config::Removal::Delete => Some(None),
+            use crate::node::events::{
+                MSG_LVMD_CONFIG_DELETED, MSG_LVMD_CONFIG_UPDATED_AFTER_REMOVAL,
             };
-            if let Some(text) = text {
+            // LVMS: LVMDConfigUpdated when other classes remain, LVMDConfigDeleted with the last.
+            let text =
+                match lvmd_config::remove_volume_group(existing.as_ref(), &self.vg) {
+                    lvmd_config::Removal::NoConfig | lvmd_config::Removal::Unchanged => None,
+                    lvmd_config::Removal::Save(c) => Some((
+                        Some(lvmd_config::render(&c).map_err(|e| {
+                            UnitError::permanent("LVMDConfigInvalid", e.to_string())
+                        })?),
+                        EventReason::LVMDConfigUpdated,
+                        MSG_LVMD_CONFIG_UPDATED_AFTER_REMOVAL,
+                    )),
+                    lvmd_config::Removal::Delete => Some((
+                        None,
+                        EventReason::LVMDConfigDeleted,
+                        MSG_LVMD_CONFIG_DELETED,
+                    )),
+                };
+            if let Some((text, reason, note)) = text {
                 let spec = StepSpec {
                     object: self.host_object("lvmd.yaml"),
                     action: "write-lvmd-config".into(),
                     desired_digest: format!("remove {}", self.vg),
                 };
                 steps
-                    .run(spec, || async { self.write_file(text.as_deref()) })
+                    .run(spec, || async {
+                        let mut d = self.write_file(text.as_deref())?;
+                        d.extend(event_detail("Normal", reason.as_str(), note));
+                        Ok(d)
+                    })
                     .await?;
             }
         }
@@ -788,6 +856,8 @@ impl VolumeGroupUnit {
         Ok(Pass {
             summary: format!("volume group {} removed from this node", self.vg),
             requeue_after: None,
+            // Removal is told by its steps' Events (LVMDConfig*), not as VolumeGroupReady.
+            quiet: true,
         })
     }
 }
@@ -830,9 +900,19 @@ impl Unit for VolumeGroupUnit {
             return Ok(Pass {
                 summary: "LVMVolumeGroup gone".into(),
                 requeue_after: None,
+                quiet: false,
             });
         };
         steps.begin(object_ref(vg.as_ref()));
+        // The node status and LVMCluster as they are now: this pass's Events go to them even
+        // if they are published after a restart, when newer objects may carry their names.
+        let node_status = self
+            .ctx
+            .node_statuses
+            .state()
+            .into_iter()
+            .find(|n| n.metadata.name.as_deref() == Some(self.ctx.node.as_str()));
+        steps.regard(super::events::regarded(&vg, node_status.as_deref()));
         self.host_clock.reset();
         let started = std::time::Instant::now();
         let result = if vg.metadata.deletion_timestamp.is_some() {
@@ -864,33 +944,30 @@ impl Unit for VolumeGroupUnit {
         intent: &Intent,
         _steps: &Steps,
     ) -> Result<BTreeMap<String, String>, UnitError> {
-        let pvs = parse_pvs(&self.run_host(&commands::pvs(None)).await?).unwrap_or_default();
-        let vgs = parse_vgs(&self.run_host(&commands::vgs(true)).await?).unwrap_or_default();
+        let pvs = self.read_pvs().await?;
+        let vgs = self.read_vgs().await?;
         let existing = find_vg(&join_vgs(&vgs, &pvs), &self.vg).cloned();
-        let devices_in_vg = |argv: &str| {
-            existing.as_ref().is_some_and(|vg| {
-                argv.split_whitespace()
-                    .filter(|a| a.starts_with("/dev/"))
-                    .all(|d| vg.pvs.iter().any(|p| p.pv_name == d))
-            })
-        };
-        let done = match intent.action.as_str() {
-            "vgcreate" | "vgextend" => devices_in_vg(&intent.desired_digest),
-            "vgremove" => existing.is_none(),
-            "vgreduce" | "pvremove" => {
-                let dev = intent
-                    .desired_digest
-                    .split_whitespace()
-                    .last()
-                    .unwrap_or_default();
-                !pvs.iter()
-                    .any(|p| p.pv_name == dev && p.vg_name.as_deref() == Some(self.vg.as_str()))
-            }
-            _ => false,
-        };
-        Ok(BTreeMap::from([(
-            "replay".to_string(),
-            if done { "already-done" } else { "not-done" }.to_string(),
-        )]))
+        let verdict = replay::verdict(
+            &intent.action,
+            &intent.desired_digest,
+            &self.vg,
+            &pvs,
+            existing.as_ref(),
+        );
+        let mut detail = BTreeMap::from([("replay".to_string(), verdict.as_str().to_string())]);
+        // A day-2 device removal that happened still gets its Event (the outcome that would
+        // have carried it was lost with the process).
+        if verdict == replay::Verdict::AlreadyDone && intent.action == replay::PVREMOVE {
+            let devices: Vec<String> = replay::devices_in(&intent.desired_digest)
+                .into_iter()
+                .map(String::from)
+                .collect();
+            detail.extend(event_detail(
+                "Normal",
+                EventReason::DeviceRemoved.as_str(),
+                &crate::node::events::device_removed_message(&devices),
+            ));
+        }
+        Ok(detail)
     }
 }

@@ -163,6 +163,22 @@ pub fn vg_names() -> Vec<String> {
         .collect()
 }
 
+/// Whether `dev` carries an LVM PV label (in a VG or not).
+pub fn labelled(dev: &str) -> bool {
+    let (ok, out) = run(
+        "pvs",
+        &[
+            "--config",
+            NO_DM_LVM_CONFIG,
+            "--noheadings",
+            "-o",
+            "pv_name",
+        ],
+    );
+    assert!(ok, "pvs failed: {out}");
+    out.lines().any(|l| l.trim() == dev)
+}
+
 pub fn pvs_of(vg: &str) -> Vec<String> {
     let (_, out) = run(
         "pvs",

@@ -9,5 +9,6 @@ mod support;
 #[allow(dead_code)]
 mod common;
 
+mod crash_safety;
 mod disks;
 mod e2e;

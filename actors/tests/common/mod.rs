@@ -143,6 +143,7 @@ pub fn intent(unit: &str, object: ObjectRef, action: &str, key: &str) -> Intent 
         desired_digest: String::new(),
         idempotency_key: key.into(),
         lease_epoch: 1,
+        regarding: Vec::new(),
     }
 }
 
@@ -363,6 +364,7 @@ impl Unit for FakeUnit {
         Ok(Pass {
             summary,
             requeue_after: None,
+            quiet: false,
         })
     }
 

@@ -37,6 +37,7 @@ pub fn intent(unit: &str, name: &str, key: &str) -> Intent {
         desired_digest: "d1".into(),
         idempotency_key: key.into(),
         lease_epoch: 1,
+        regarding: Vec::new(),
     }
 }
 

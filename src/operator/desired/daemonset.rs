@@ -71,7 +71,7 @@ const FROM_HOST: Option<&str> = Some("HostToContainer");
 
 /// In LVMS's order. The kubelet directories are created if missing; the pods and CSI plugin
 /// directories propagate mounts both ways so mounts made by the node plugin reach the kubelet.
-const HOST_DIRS: [HostDir; 9] = [
+const HOST_DIRS: [HostDir; 10] = [
     HostDir {
         name: "registration-dir",
         host_path: "/var/lib/kubelet/plugins_registry/",
@@ -135,6 +135,15 @@ const HOST_DIRS: [HostDir; 9] = [
         mount_path: "/sys",
         propagation: FROM_HOST,
     },
+    // vg-manager's journal (`--journal-dir` defaults to /var/lib/lvms/journal): on the host,
+    // so a container or pod restart replays open intents and keeps the post-mortem record.
+    HostDir {
+        name: "journal-dir",
+        host_path: "/var/lib/lvms",
+        type_: CREATE,
+        mount_path: "/var/lib/lvms",
+        propagation: None,
+    },
 ];
 
 /// Volumes and their mounts: the host directories, then the metrics certificate.
@@ -161,9 +170,13 @@ fn volumes_and_mounts() -> (Vec<Volume>, Vec<VolumeMount>) {
         .collect();
     volumes.push(Volume {
         name: "metrics-cert".to_owned(),
+        // LVMS gets this Secret from OpenShift's service-serving-certificate annotation; on
+        // plain Kubernetes nothing creates it, and a required Secret would keep every
+        // vg-manager pod from starting. lvms serves metrics over plain HTTP either way.
         secret: Some(SecretVolumeSource {
             secret_name: Some(METRICS_CERT_SECRET.to_owned()),
             default_mode: Some(0o644),
+            optional: Some(true),
             ..Default::default()
         }),
         ..Default::default()
@@ -499,8 +512,8 @@ mod tests {
         let pod = pod_spec(&ds);
         let volumes = pod.volumes.as_ref().unwrap();
         let mounts = pod.containers[0].volume_mounts.as_ref().unwrap();
-        assert_eq!(volumes.len(), 10);
-        assert_eq!(mounts.len(), 10);
+        assert_eq!(volumes.len(), 11);
+        assert_eq!(mounts.len(), 11);
         let host = |name: &str| {
             let v = volumes.iter().find(|v| v.name == name).unwrap();
             v.host_path.clone().unwrap()
@@ -534,6 +547,14 @@ mod tests {
             );
         }
         assert_eq!(host("file-lock-dir").path, "/var/lock");
+        // The journal outlives the container: a restart replays instead of starting empty.
+        assert_eq!(host("journal-dir").path, "/var/lib/lvms");
+        assert_eq!(
+            host("journal-dir").type_.as_deref(),
+            Some("DirectoryOrCreate")
+        );
+        assert_eq!(mnt("journal-dir").mount_path, "/var/lib/lvms");
+        assert_eq!(mnt("journal-dir").read_only, None);
         let cert = volumes.iter().find(|v| v.name == "metrics-cert").unwrap();
         let secret = cert.secret.as_ref().unwrap();
         assert_eq!(
@@ -541,6 +562,11 @@ mod tests {
             Some("vg-manager-metrics-cert")
         );
         assert_eq!(secret.default_mode, Some(420));
+        assert_eq!(
+            secret.optional,
+            Some(true),
+            "pods must start on plain Kubernetes, where nothing creates the Secret"
+        );
         assert_eq!(mnt("metrics-cert").read_only, Some(true));
     }
 

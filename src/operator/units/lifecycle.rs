@@ -49,6 +49,7 @@ fn waiting(summary: String) -> Pass {
     Pass {
         summary,
         requeue_after: Some(Duration::from_secs(2)),
+        quiet: false,
     }
 }
 
@@ -326,6 +327,7 @@ impl LifecycleUnit {
         Ok(Pass {
             summary: "teardown complete; finalizer removed".into(),
             requeue_after: None,
+            quiet: false,
         })
     }
 }
@@ -351,6 +353,7 @@ impl Unit for LifecycleUnit {
             return Ok(Pass {
                 summary: "no LVMCluster in the operator namespace".into(),
                 requeue_after: None,
+                quiet: false,
             });
         };
         let has_finalizer = cluster
@@ -364,6 +367,7 @@ impl Unit for LifecycleUnit {
                 return Ok(Pass {
                     summary: "LVMCluster is going away".into(),
                     requeue_after: None,
+                    quiet: false,
                 });
             }
             return self.teardown(steps, &cluster).await;
@@ -374,6 +378,7 @@ impl Unit for LifecycleUnit {
         Ok(Pass {
             summary: format!("reconciling {}", object_ref(cluster.as_ref())),
             requeue_after: None,
+            quiet: false,
         })
     }
 

@@ -79,6 +79,7 @@ impl Unit for StatusUnit {
             return Ok(Pass {
                 summary: format!("status {state}"),
                 requeue_after: None,
+                quiet: false,
             });
         }
         let ns = cluster.metadata.namespace.clone().unwrap_or_default();
@@ -86,9 +87,26 @@ impl Unit for StatusUnit {
         let api: Api<LVMCluster> = Api::namespaced(self.ctx.client.clone(), &ns);
         // A merge patch replaces lists wholesale, so conditions and class statuses are exact.
         let body = json!({ "status": status });
-        api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&body))
+        match api
+            .patch_status(&name, &PatchParams::default(), &Patch::Merge(&body))
             .await
-            .map_err(|e| apply::unit_error(&format!("status of LVMCluster {ns}/{name}"), e))?;
+        {
+            Ok(_) => {}
+            // Gone (its finalizer was just removed): nothing to report on, a normal end.
+            Err(kube::Error::Api(s)) if s.code == 404 => {
+                return Ok(Pass {
+                    summary: format!("LVMCluster {ns}/{name} gone"),
+                    requeue_after: None,
+                    quiet: true,
+                });
+            }
+            Err(e) => {
+                return Err(apply::unit_error(
+                    &format!("status of LVMCluster {ns}/{name}"),
+                    e,
+                ));
+            }
+        }
         let journal = steps.journal();
         let upto = journal
             .next_seq()
@@ -114,6 +132,7 @@ impl Unit for StatusUnit {
         Ok(Pass {
             summary: format!("status {state}"),
             requeue_after: None,
+            quiet: false,
         })
     }
 

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Every test suite, to the end (a failing binary does not stop the others), then one total.
+# Called by `make test`; prerequisites come from test-deps.sh and build-test-bins.sh first.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+log=$(mktemp)
+start=$(date +%s)
+rc=0
+cargo test --workspace --all-targets --no-fail-fast 2>&1 | tee "$log" || rc=1
+cargo test -p lvms-journal --features failpoints --test failpoints 2>&1 | tee -a "$log" || rc=1
+# cargo ends on whichever binary ran last; the total is the sum over every binary.
+passed=$(grep -oE 'test result: [A-Za-z]+\. [0-9]+ passed' "$log" | awk '{s+=$4} END {print s+0}')
+failed=$(grep -oE '[0-9]+ failed;' "$log" | awk '{s+=$1} END {print s+0}')
+rm -f "$log"
+echo "== tests done in $(( $(date +%s) - start ))s"
+echo "$passed passed, $failed failed"
+[ "$failed" = 0 ] || rc=1
+exit "$rc"
