@@ -32,18 +32,14 @@
 //! `cargo test --all-targets` also builds and runs this target; without `--bench` it returns
 //! at once.
 
-#[path = "support/mod.rs"]
-mod support;
-
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 use std::path::Path;
 use std::time::{Duration, Instant};
-use support::{BoxError, Result, env_list, lvms_bin, tail, target_dir, wait_ready};
 
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::{Namespace, Node};
+use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::storage::v1::{CSIDriver, CSINode, StorageClass};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
@@ -51,8 +47,15 @@ use lvms::api::{
     CONDITION_RESOURCES_AVAILABLE, LVMCLUSTER_FINALIZER, LVMCluster, LVMVolumeGroup,
     LVMVolumeGroupNodeStatus,
 };
+use lvms::dev::Lifetime;
 use lvms::dev::operator::{OperatorOptions, OperatorProcess};
-use lvms::dev::{ControlPlane, Lifetime, Options};
+use lvms_testkit::bench::{
+    BoxError, Result, control_plane, env_list, lvms_bin, main_with, target_dir, wait_ready,
+};
+use lvms_testkit::fixtures::{
+    self, csi_node, lvm_cluster, node_status, volume_group, with_topology_keys,
+};
+use lvms_testkit::process::tail;
 use serde_json::{Value, json};
 
 const NAMESPACE: &str = "lvms-bench";
@@ -65,7 +68,7 @@ const CLK_TCK: f64 = 100.0;
 const CREATE_CONCURRENCY: usize = 32;
 
 fn main() {
-    support::main_with("operator", bench);
+    main_with("operator", bench);
 }
 
 struct Row {
@@ -99,14 +102,7 @@ async fn bench() -> Result<()> {
     // One directory per run (two runs must not share etcd data dirs); runs that are gone are
     // swept.
     let base = std::env::temp_dir().join("lvms-bench-operator");
-    if let Ok(entries) = std::fs::read_dir(&base) {
-        for e in entries.flatten() {
-            let pid = e.file_name().to_string_lossy().parse::<i32>().ok();
-            if pid.is_none_or(|p| !lvms::dev::process::alive(p)) {
-                let _ = std::fs::remove_dir_all(e.path());
-            }
-        }
-    }
+    lvms_testkit::env::sweep_stale(&base);
     let work = base.join(std::process::id().to_string());
     println!("lvms: {}", bin.display());
     println!("control-plane binaries: {}", bins.display());
@@ -175,18 +171,8 @@ async fn run_config(
             ""
         }
     );
-    let mut opts = Options::new(dir.join("cp"), Lifetime::DieWithParent);
-    opts.bin_dir = bins.to_path_buf();
-    opts.controller_manager = false;
-    let cp = ControlPlane::start(opts).await?;
-    let client = cp.client().await?;
-    lvms::dev::crds::install_crds(&client, Duration::from_secs(60)).await?;
+    let (cp, client) = control_plane(&dir.join("cp"), bins, NAMESPACE).await?;
     println!("control plane ready in {:?}", cp.started_in);
-
-    let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": NAMESPACE}}))?;
-    Api::<Namespace>::all(client.clone())
-        .create(&PostParams::default(), &ns)
-        .await?;
 
     warm_up(&client, classes).await?;
 
@@ -331,21 +317,16 @@ async fn warm_up(client: &Client, classes: usize) -> Result<()> {
     Api::<LVMVolumeGroup>::namespaced(client.clone(), NAMESPACE)
         .create(
             &dry,
-            &serde_json::from_value(json!({
-                "apiVersion": "lvm.topolvm.io/v1alpha1", "kind": "LVMVolumeGroup",
-                "metadata": {"name": "warm-up", "namespace": NAMESPACE},
-                "spec": {"deviceSelector": {"paths": ["/dev/loop10"]}},
-            }))?,
+            &serde_json::from_value(volume_group(
+                "warm-up",
+                json!({"deviceSelector": {"paths": ["/dev/loop10"]}}),
+            ))?,
         )
         .await?;
     Api::<LVMVolumeGroupNodeStatus>::namespaced(client.clone(), NAMESPACE)
         .create(
             &dry,
-            &serde_json::from_value(json!({
-                "apiVersion": "lvm.topolvm.io/v1alpha1", "kind": "LVMVolumeGroupNodeStatus",
-                "metadata": {"name": "warm-up", "namespace": NAMESPACE},
-                "spec": {},
-            }))?,
+            &serde_json::from_value(node_status(NAMESPACE, "warm-up", json!([])))?,
         )
         .await?;
     println!(
@@ -355,83 +336,13 @@ async fn warm_up(client: &Client, classes: usize) -> Result<()> {
     Ok(())
 }
 
-/// A kubelet-registered node as the API server would hold it: labels, annotations, and a
-/// status with conditions, capacity, addresses, node info and a list of cached images.
-fn node(i: usize) -> Value {
-    let name = format!("node-{i}");
+/// Node `node-<i>`: as a kubelet registers it (~7 KB as served), or with a name and one label
+/// only under `LVMS_BENCH_BARE_NODES=1`.
+fn node(i: usize) -> Node {
     if std::env::var("LVMS_BENCH_BARE_NODES").is_ok_and(|v| v == "1") {
-        return json!({"metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}}});
+        return fixtures::node(&format!("node-{i}"));
     }
-    let zone = ["a", "b", "c"][i % 3];
-    let time = "2025-01-01T00:00:00Z";
-    let condition = |type_: &str, status: &str, reason: &str, message: &str| {
-        json!({"type": type_, "status": status, "reason": reason, "message": message,
-               "lastHeartbeatTime": time, "lastTransitionTime": time})
-    };
-    let images: Vec<Value> = (0..20)
-        .map(|k| {
-            json!({
-                "names": [
-                    format!("registry.example.com/team-{k}/service-{k}@sha256:{:064x}", k * 7919 + 1),
-                    format!("registry.example.com/team-{k}/service-{k}:v1.{k}.0"),
-                ],
-                "sizeBytes": 50_000_000 + k * 1_000_000,
-            })
-        })
-        .collect();
-    json!({
-        "apiVersion": "v1", "kind": "Node",
-        "metadata": {
-            "name": name,
-            "labels": {
-                "beta.kubernetes.io/arch": "amd64",
-                "beta.kubernetes.io/os": "linux",
-                "kubernetes.io/arch": "amd64",
-                "kubernetes.io/hostname": name,
-                "kubernetes.io/os": "linux",
-                "node-role.kubernetes.io/worker": "",
-                "node.kubernetes.io/instance-type": "m5.2xlarge",
-                "topology.kubernetes.io/region": "eu-west-1",
-                "topology.kubernetes.io/zone": format!("eu-west-1{zone}"),
-            },
-            "annotations": {
-                "node.alpha.kubernetes.io/ttl": "0",
-                "volumes.kubernetes.io/controller-managed-attach-detach": "true",
-                "csi.volume.kubernetes.io/nodeid": format!("{{\"topolvm.io\":\"{name}\"}}"),
-            },
-        },
-        "spec": {
-            "podCIDR": format!("10.{}.{}.0/24", 128 + i / 256, i % 256),
-            "providerID": format!("aws:///eu-west-1{zone}/i-{i:017x}"),
-        },
-        "status": {
-            "capacity": {"cpu": "8", "ephemeral-storage": "125293548Ki", "hugepages-1Gi": "0",
-                         "hugepages-2Mi": "0", "memory": "32386524Ki", "pods": "110"},
-            "allocatable": {"cpu": "7500m", "ephemeral-storage": "114396791822",
-                            "hugepages-1Gi": "0", "hugepages-2Mi": "0", "memory": "31235548Ki",
-                            "pods": "110"},
-            "conditions": [
-                condition("MemoryPressure", "False", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
-                condition("DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
-                condition("PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
-                condition("Ready", "True", "KubeletReady", "kubelet is posting ready status"),
-            ],
-            "addresses": [
-                {"type": "InternalIP", "address": format!("10.0.{}.{}", i / 250, i % 250 + 2)},
-                {"type": "Hostname", "address": name},
-                {"type": "InternalDNS", "address": format!("{name}.eu-west-1.compute.internal")},
-            ],
-            "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
-            "nodeInfo": {
-                "architecture": "amd64", "bootID": format!("{:032x}", i * 31 + 7),
-                "containerRuntimeVersion": "cri-o://1.33.2", "kernelVersion": "5.14.0-570.el9.x86_64",
-                "kubeProxyVersion": "", "kubeletVersion": "v1.33.2",
-                "machineID": format!("{:032x}", i * 17 + 3), "operatingSystem": "linux",
-                "osImage": "Red Hat Enterprise Linux CoreOS 9.6", "systemUUID": format!("{:032x}", i * 13 + 5),
-            },
-            "images": images,
-        },
-    })
+    fixtures::kubelet_node(i)
 }
 
 async fn create_nodes(client: &Client, n: usize) -> Result<()> {
@@ -441,7 +352,7 @@ async fn create_nodes(client: &Client, n: usize) -> Result<()> {
         .map(|i| {
             let (nodes, csi_nodes) = (nodes.clone(), csi_nodes.clone());
             async move {
-                let node: Node = serde_json::from_value(node(i))?;
+                let node = node(i);
                 let name = node.name_any();
                 nodes.create(&PostParams::default(), &node).await?;
                 // Admission (TaintNodesByCondition) taints every new Node not-ready; the node
@@ -450,11 +361,7 @@ async fn create_nodes(client: &Client, n: usize) -> Result<()> {
                 nodes
                     .patch(&name, &PatchParams::default(), &Patch::Merge(&ready))
                     .await?;
-                let csi: CSINode = serde_json::from_value(json!({
-                    "metadata": {"name": name},
-                    "spec": {"drivers": [{"name": "topolvm.io", "nodeID": name,
-                                          "topologyKeys": ["topology.topolvm.io/node"]}]},
-                }))?;
+                let csi = with_topology_keys(csi_node(&name, true));
                 csi_nodes.create(&PostParams::default(), &csi).await?;
                 Ok::<_, BoxError>(())
             }
@@ -476,11 +383,7 @@ fn cluster(classes: usize) -> Value {
             })
         })
         .collect();
-    json!({
-        "apiVersion": "lvm.topolvm.io/v1alpha1", "kind": "LVMCluster",
-        "metadata": {"name": CLUSTER, "namespace": NAMESPACE},
-        "spec": {"storage": {"deviceClasses": device_classes}},
-    })
+    lvm_cluster(CLUSTER, Value::from(device_classes))
 }
 
 /// Polls until every object exists and ResourcesAvailable=True; returns when each condition
@@ -649,11 +552,7 @@ async fn vgs_ready(
             let (statuses, entries) = (statuses.clone(), &entries);
             async move {
                 let name = format!("node-{i}");
-                let body = json!({
-                    "apiVersion": "lvm.topolvm.io/v1alpha1", "kind": "LVMVolumeGroupNodeStatus",
-                    "metadata": {"name": name, "namespace": NAMESPACE},
-                    "spec": {"nodeStatus": entries},
-                });
+                let body = node_status(NAMESPACE, &name, Value::from(entries.clone()));
                 statuses
                     .patch(
                         &name,

@@ -21,21 +21,21 @@
 //! `cargo test --all-targets` also builds and runs this target; without `--bench` it returns
 //! at once.
 
-#[path = "support/mod.rs"]
-mod support;
-
 use std::fmt::Write as _;
 use std::path::Path;
-use std::process::Command;
 use std::time::{Duration, Instant};
-use support::{Result, env_list, lvms_bin, target_dir, wait_ready};
 
-use k8s_openapi::api::core::v1::{Namespace, Node};
+use k8s_openapi::api::core::v1::Node;
 use kube::Client;
 use kube::api::{Api, PostParams};
 use lvms::api::{LVMVolumeGroup, LVMVolumeGroupNodeStatus, VGStatusType};
+use lvms::dev::ControlPlane;
 use lvms::dev::operator::{NO_DM_LVM_CONFIG, OperatorProcess, VgManagerOptions};
-use lvms::dev::{ControlPlane, Lifetime, Options};
+use lvms_testkit::bench::{
+    Result, control_plane, env_list, lvms_bin, main_with, target_dir, wait_ready,
+};
+use lvms_testkit::disks::{Disk, missing_prerequisites};
+use lvms_testkit::fixtures::{node, node_status, volume_group};
 use serde_json::{Value, json};
 
 const NAMESPACE: &str = "lvms-bench";
@@ -44,56 +44,7 @@ const POLL: Duration = Duration::from_millis(10);
 const TIMEOUT: Duration = Duration::from_secs(120);
 
 fn main() {
-    support::main_with("vgmanager", bench);
-}
-
-fn run(cmd: &str, args: &[&str]) -> Result<String> {
-    let out = Command::new(cmd)
-        .args(args)
-        .env("LVM_SUPPRESS_FD_WARNINGS", "1")
-        .output()
-        .map_err(|e| format!("{cmd}: {e} (install lvm2 and util-linux)"))?;
-    if !out.status.success() {
-        return Err(format!(
-            "{cmd} {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        )
-        .into());
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-}
-
-/// Loop devices for one measurement; VG, PV labels and devices removed on drop.
-struct Disks {
-    loops: Vec<String>,
-    vg: String,
-}
-
-impl Disks {
-    fn new(dir: &Path, n: usize, vg: &str) -> Result<Disks> {
-        std::fs::create_dir_all(dir)?;
-        let mut d = Disks {
-            loops: Vec::new(),
-            vg: vg.into(),
-        };
-        for i in 0..n {
-            let image = dir.join(format!("disk{i}.img"));
-            std::fs::File::create(&image)?.set_len(64 << 20)?;
-            let dev = run("losetup", &["-f", "--show", &image.to_string_lossy()])?;
-            d.loops.push(dev.trim().to_string());
-        }
-        Ok(d)
-    }
-}
-
-impl Drop for Disks {
-    fn drop(&mut self) {
-        let _ = run("vgremove", &["--config", NO_DM_LVM_CONFIG, "-f", &self.vg]);
-        for l in &self.loops {
-            let _ = run("pvremove", &["--config", NO_DM_LVM_CONFIG, "-ff", "-y", l]);
-            let _ = run("losetup", &["-d", l]);
-        }
-    }
+    main_with("vgmanager", bench);
 }
 
 #[derive(Clone, Copy, Default)]
@@ -113,17 +64,8 @@ impl Sample {
 }
 
 async fn bench() -> Result<()> {
-    for tool in ["losetup", "vgcreate", "lsblk", "blkid"] {
-        if run("sh", &["-c", &format!("command -v {tool}")]).is_err() {
-            return Err(
-                format!("{tool} is missing: apt-get install -y lvm2 util-linux (as root)").into(),
-            );
-        }
-    }
-    if !Path::new("/dev/loop-control").exists() {
-        return Err(
-            "/dev/loop-control is missing: run as root on a host or privileged container".into(),
-        );
+    if let Some(missing) = missing_prerequisites(&["losetup", "vgcreate", "lsblk", "blkid"]) {
+        return Err(missing.into());
     }
     let counts = env_list("LVMS_BENCH_DISKS", &[1, 8, 32]);
     let repeat = env_list("LVMS_BENCH_REPEAT", &[3])[0].max(1);
@@ -134,20 +76,17 @@ async fn bench() -> Result<()> {
     println!("lvms: {}", bin.display());
     println!("work dir (logs, journals, images): {}", work.display());
 
-    let mut opts = Options::new(work.join("cp"), Lifetime::DieWithParent);
-    opts.bin_dir = lvms::dev::control_plane::bin_dir();
-    opts.controller_manager = false;
-    let cp = ControlPlane::start(opts).await?;
-    let client = cp.client().await?;
-    lvms::dev::crds::install_crds(&client, Duration::from_secs(60)).await?;
-    let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": NAMESPACE}}))?;
-    Api::<Namespace>::all(client.clone())
-        .create(&PostParams::default(), &ns)
-        .await?;
-    let node: Node = serde_json::from_value(json!({"metadata": {
-        "name": NODE, "labels": {"kubernetes.io/hostname": NODE}}}))?;
+    let bins = lvms::dev::control_plane::bin_dir();
+    let (cp, client) = control_plane(&work.join("cp"), &bins, NAMESPACE).await?;
     Api::<Node>::all(client.clone())
-        .create(&PostParams::default(), &node)
+        .create(&PostParams::default(), &node(NODE))
+        .await?;
+    // The operator creates each node's status and vg-manager only updates it (no operator
+    // runs here): create it once, as the operator would.
+    let status: LVMVolumeGroupNodeStatus =
+        serde_json::from_value(node_status(NAMESPACE, NODE, json!([])))?;
+    Api::<LVMVolumeGroupNodeStatus>::namespaced(client.clone(), NAMESPACE)
+        .create(&PostParams::default(), &status)
         .await?;
 
     let mut rows = Vec::new();
@@ -194,7 +133,11 @@ async fn measure(
     r: usize,
 ) -> Result<Sample> {
     let vg = format!("bench{n}x{r}p{}", std::process::id());
-    let disks = Disks::new(&dir.join("disks"), n, &vg)?;
+    // Loop devices for this measurement; VG, PV labels and devices removed on drop.
+    let disks: Vec<Disk> = (0..n)
+        .map(|i| Disk::new(&dir.join("disks"), &format!("disk{i}"), 64))
+        .collect();
+    let loops: Vec<&str> = disks.iter().map(|d| d.loop_dev.as_str()).collect();
     let mut vm = OperatorProcess::start_vg_manager(&VgManagerOptions {
         bin: bin.to_path_buf(),
         kubeconfig: cp.kubeconfig.clone(),
@@ -213,11 +156,10 @@ async fn measure(
     wait_ready(&vm, Duration::from_millis(50), TIMEOUT).await?;
 
     let vgs: Api<LVMVolumeGroup> = Api::namespaced(client.clone(), NAMESPACE);
-    let obj: LVMVolumeGroup = serde_json::from_value(json!({
-        "apiVersion": "lvm.topolvm.io/v1alpha1", "kind": "LVMVolumeGroup",
-        "metadata": {"name": vg, "namespace": NAMESPACE},
-        "spec": {"deviceSelector": {"paths": disks.loops}}
-    }))?;
+    let obj: LVMVolumeGroup = serde_json::from_value(volume_group(
+        &vg,
+        json!({"deviceSelector": {"paths": loops}}),
+    ))?;
     let started = Instant::now();
     vgs.create(&PostParams::default(), &obj).await?;
     let statuses: Api<LVMVolumeGroupNodeStatus> = Api::namespaced(client.clone(), NAMESPACE);

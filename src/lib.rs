@@ -5,6 +5,7 @@ pub mod cli;
 pub mod dev;
 pub mod kube;
 pub mod node;
+pub mod objects;
 pub mod operator;
 pub mod runtime;
 pub mod telemetry;

@@ -5,9 +5,9 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
+use lvms::node::gauges::{ThinPoolGauges, VolumeGroupGauges};
 use lvms::telemetry::metrics::exposition::parse;
 use lvms::telemetry::metrics::{Metrics, Process};
-use lvms::vgmanager::node_metrics::{ThinPoolGauges, VolumeGroupGauges};
 use serde::Deserialize;
 
 #[derive(Deserialize)]

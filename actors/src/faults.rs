@@ -25,6 +25,7 @@ struct Spec {
     seen: AtomicU32,
 }
 
+// Test-only fault injection: an unset variable is "no fault", a malformed count means 1.
 fn spec() -> Option<&'static Spec> {
     static SPEC: OnceLock<Option<Spec>> = OnceLock::new();
     SPEC.get_or_init(|| parse(&std::env::var("LVMS_CRASH_AT").ok()?))
@@ -84,6 +85,7 @@ pub fn crash_point_in(point: &str, unit: &str, action: &str) {
 /// 1st) after each (re)start, or on every pass — to prove supervision and its intensity limit.
 pub fn panic_point(unit: &str, pass: u64) {
     static SPEC: OnceLock<Option<(String, Option<u64>)>> = OnceLock::new();
+    // Test-only, as `LVMS_CRASH_AT`: unset is "no panic", a malformed count means 1.
     let spec = SPEC.get_or_init(|| {
         let raw = std::env::var("LVMS_PANIC_IN").ok()?;
         let (u, n) = match raw.split_once('@') {

@@ -35,6 +35,7 @@ impl Projection for UnitHealth {
                     return; // a step outcome, not a pass
                 }
                 let (ok, message) = match &o.result {
+                    // A pass without a summary still succeeded: the text is only shown.
                     OutcomeResult::Ok { detail, .. } => {
                         (true, detail.get("summary").cloned().unwrap_or_default())
                     }

@@ -13,6 +13,7 @@ mod health;
 mod publisher;
 mod steps;
 mod supervisor;
+mod trace;
 mod trigger;
 mod unit;
 
@@ -26,8 +27,6 @@ pub use steps::{PASS_ACTION, StepSpec, Steps, event_detail};
 pub use supervisor::{
     ChildSpec, Readiness, RestartHook, RestartPolicy, Supervisor, SupervisorArgs, SupervisorMsg,
 };
-pub use trigger::Trigger;
-pub use unit::{
-    Pass, PassHook, PassReport, QUIET_DETAIL, TraceHooks, TraceSource, Unit, UnitActor, UnitArgs,
-    UnitMsg,
-};
+pub use trace::{TraceHooks, TraceSource};
+pub use trigger::{Trigger, Wake};
+pub use unit::{Pass, PassHook, PassReport, QUIET_DETAIL, Unit, UnitActor, UnitArgs, UnitMsg};

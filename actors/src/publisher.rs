@@ -98,8 +98,11 @@ pub trait EventSink: Send + Sync + 'static {
 
 /// Maps a journal record to the Events it stands for (none, or one per object it regards:
 /// LVMS sends some Events to the volume group, its node status and its LVMCluster at once).
-/// Each (record, object) pair is published exactly once: the key names the object.
-pub type EventMapper = Arc<dyn Fn(&Journal, &Record) -> Vec<EventSpec> + Send + Sync>;
+/// Each (record, object) pair is published exactly once: the key names the object. An error
+/// (a record it needs could not be read) is retried like a failed write, never taken as "no
+/// Event".
+pub type EventMapper =
+    Arc<dyn Fn(&Journal, &Record) -> lvms_journal::Result<Vec<EventSpec>> + Send + Sync>;
 
 pub struct PublisherArgs<S> {
     pub sink: Arc<S>,
@@ -153,6 +156,7 @@ impl<S: EventSink> Actor for EventPublisher<S> {
         myself: ActorRef<PublisherMsg>,
         args: PublisherArgs<S>,
     ) -> Result<PublisherState<S>, ActorProcessingErr> {
+        // To itself, before it runs: fails only if it is already stopping.
         let _ = myself.send_message(PublisherMsg::Outcome(0));
         Ok(PublisherState {
             args,
@@ -221,7 +225,8 @@ async fn publish<S: EventSink>(
     rec: &Record,
     durable: &mut bool,
 ) -> Result<(), String> {
-    let specs = (args.event_for)(&args.journal, rec);
+    let specs = (args.event_for)(&args.journal, rec)
+        .map_err(|e| format!("reading the journal for the Events of seq {}: {e}", rec.seq))?;
     if !specs.is_empty() && !*durable {
         args.journal.flush().map_err(|e| e.to_string())?;
         *durable = true;

@@ -65,7 +65,7 @@ pub struct Steps {
     epoch: Arc<AtomicU64>,
     trace: Trace,
     /// Ids of the span current at each append (a step's span), when tracing is wired.
-    hooks: Option<crate::unit::TraceSource>,
+    hooks: Option<crate::trace::TraceSource>,
     pass: Arc<Mutex<PassState>>,
 }
 
@@ -93,7 +93,7 @@ impl Steps {
         }
     }
 
-    pub(crate) fn with_hooks(mut self, hooks: Option<crate::unit::TraceSource>) -> Self {
+    pub(crate) fn with_hooks(mut self, hooks: Option<crate::trace::TraceSource>) -> Self {
         self.hooks = hooks;
         self
     }
@@ -121,6 +121,9 @@ impl Steps {
     pub fn trace(&self) -> Trace {
         self.record_trace()
     }
+
+    // `pass` is only held for plain field reads and writes, never across a panic: the
+    // poisoned-lock arms of these accessors are unreachable, not a lost observation.
 
     /// The object this pass reconciles (the LVMCluster); Events of the pass regard it.
     pub fn begin(&self, subject: ObjectRef) {

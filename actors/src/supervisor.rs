@@ -62,6 +62,7 @@ impl Readiness {
         if self.0.0.load(Ordering::Acquire) {
             Ok(())
         } else {
+            // Not ready either way; a poisoned lock only loses the explanation.
             Err(self.0.1.lock().map(|m| m.clone()).unwrap_or_default())
         }
     }
@@ -207,6 +208,8 @@ impl Actor for Supervisor {
     ) -> Result<(), ActorProcessingErr> {
         state.running.clear(); // their exits are not crashes now
         for child in myself.get_children() {
+            // Best effort within the bound: a child that does not stop in time is dropped
+            // with the process, and its open intent is replayed on the next start.
             let _ = child
                 .stop_and_wait(
                     Some("supervisor stopping".into()),

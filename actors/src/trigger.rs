@@ -4,9 +4,9 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use ractor::ActorRef;
-
-use crate::unit::UnitMsg;
+/// How a trigger wakes its unit (the unit actor sends itself a run message): a callback, so
+/// this module knows nothing of the actor that owns it.
+pub type Wake = Arc<dyn Fn() + Send + Sync>;
 
 #[derive(Clone, Default)]
 pub struct Trigger(Arc<Inner>);
@@ -19,9 +19,11 @@ struct Inner {
     /// W3C traceparent of the first traced bump since the last pass started: the change that
     /// began the burst is the one the pass continues.
     traceparent: Mutex<Option<String>>,
-    target: Mutex<Option<ActorRef<UnitMsg>>>,
+    target: Mutex<Option<Wake>>,
 }
 
+// The locks hold plain values (reason text, traceparent, wake callback), set or cloned and
+// never held across a call out or a panic: their poisoned arms are unreachable.
 impl Trigger {
     pub fn new() -> Self {
         Self::default()
@@ -56,16 +58,15 @@ impl Trigger {
 
     fn send(&self) {
         let target = self.0.target.lock().ok().and_then(|t| t.clone());
-        if let Some(actor) = target {
-            // A dead actor is fine: its replacement attaches and runs a pass anyway.
-            let _ = actor.send_message(UnitMsg::Run);
+        if let Some(wake) = target {
+            wake();
         }
     }
 
     /// Called by a (re)started unit actor: from now on bumps go to it.
-    pub(crate) fn attach(&self, actor: ActorRef<UnitMsg>) {
+    pub(crate) fn attach(&self, wake: Wake) {
         if let Ok(mut t) = self.0.target.lock() {
-            *t = Some(actor);
+            *t = Some(wake);
         }
         self.0.pending.store(true, Ordering::Release);
         self.send();

@@ -16,6 +16,7 @@ use crate::faults;
 use crate::health::UnitHealth;
 use crate::publisher::PublisherMsg;
 use crate::steps::{PASS_ACTION, Steps};
+use crate::trace::TraceSource;
 use crate::trigger::Trigger;
 
 /// What a successful pass reports.
@@ -75,17 +76,6 @@ pub struct PassReport<'a> {
 
 /// Hook run after every pass.
 pub type PassHook = Arc<dyn Fn(&PassReport<'_>) + Send + Sync>;
-
-/// The tracing backend as the actors see it (OpenTelemetry in the binary; this crate stays
-/// free of it).
-pub trait TraceHooks: Send + Sync + 'static {
-    /// Trace and span id of the current span (zeros when tracing is off).
-    fn current(&self) -> Trace;
-    /// Make `span` a child of the remote span in a W3C `traceparent`.
-    fn adopt(&self, span: &tracing::Span, traceparent: &str);
-}
-
-pub type TraceSource = Arc<dyn TraceHooks>;
 
 pub struct UnitArgs<U> {
     pub unit: Arc<U>,
@@ -147,7 +137,10 @@ impl<U: Unit> Actor for UnitActor<U> {
         let name = args.unit.name().to_string();
         let health = args.journal.rebuild::<UnitHealth>()?.state;
         let last_health = health.units.get(&name).map(|s| (s.ok, s.message.clone()));
-        args.trigger.attach(myself);
+        args.trigger.attach(Arc::new(move || {
+            // A dead actor is fine: its replacement attaches and runs a pass anyway.
+            let _ = myself.send_message(UnitMsg::Run);
+        }));
         Ok(UnitState {
             args,
             replayed: false,
@@ -314,6 +307,7 @@ async fn run_pass<U: Unit>(state: &mut UnitState<U>, trace: Trace) {
         faults::crash_point(faults::OUTCOME, &name);
         state.last_health = Some(health);
         if let Some(p) = &a.publisher {
+            // A hint: a stopped publisher's successor rescans from its cursor.
             let _ = p.send_message(PublisherMsg::Outcome(seq));
         }
     }

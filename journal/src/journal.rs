@@ -42,6 +42,7 @@ pub struct Clock(Arc<dyn Fn() -> u64 + Send + Sync>);
 
 impl Clock {
     pub fn system() -> Self {
+        // A clock before 1970 stamps 0: timestamps are shown and aged, never ordered on.
         Clock(Arc::new(|| {
             SystemTime::now()
                 .duration_since(UNIX_EPOCH)

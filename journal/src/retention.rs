@@ -3,17 +3,18 @@
 //! Never deleted: open intents; records with seq greater than the compaction horizon (the
 //! minimum `upto_seq` over the latest snapshot of every projection, 0 if none exists, so
 //! rebuilds always see snapshot + complete tail); the last Published per dedupe key; the
-//! latest Snapshot per projection; corrupt records (kept as evidence for `verify`).
-//! An intent is deleted together with its outcome, never alone, so a kept intent is
-//! open exactly when no outcome for it exists.
+//! latest Snapshot per projection; corrupt records (kept as evidence for `verify`) and the
+//! outcomes of corrupt intents. An intent is deleted together with its outcome, never alone,
+//! so a kept intent is open exactly when no outcome for it exists. A snapshot index that
+//! cannot be read, or any read error other than a corrupt record, refuses compaction.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use crate::error::Result;
+use crate::error::{CorruptRecord, JournalError, Result};
 use crate::journal::Journal;
 use crate::keys;
-use crate::record::{Body, Seq};
+use crate::record::{Body, Record, Seq};
 use crate::store::Batch;
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -46,15 +47,28 @@ impl Journal {
         let mut horizon: Option<Seq> = None;
         let mut latest_snapshots = Vec::new();
         for kv in store.range(&lo, &hi) {
-            let (_, v) = kv?;
-            let Some(snap_seq) = keys::parse_u64(&v) else {
-                continue;
+            let (k, v) = kv?;
+            // A snapshot index that cannot be read hides how far that projection's snapshot
+            // reaches: skipping it could move the horizon past records its rebuild needs.
+            let unreadable = |seq, why: String| CorruptRecord {
+                seq,
+                reason: format!("snapshot index entry {k:?}: {why}; compaction refused"),
             };
+            let snap_seq = keys::parse_u64(&v)
+                .ok_or_else(|| unreadable(0, format!("malformed value {v:?}")))?;
             latest_snapshots.push(snap_seq);
-            if let Some(rec) = self.get(snap_seq)?
-                && let Body::Snapshot(s) = rec.body
-            {
-                horizon = Some(horizon.map_or(s.upto_seq, |h| h.min(s.upto_seq)));
+            match self.get(snap_seq)? {
+                Some(Record {
+                    body: Body::Snapshot(s),
+                    ..
+                }) => horizon = Some(horizon.map_or(s.upto_seq, |h| h.min(s.upto_seq))),
+                Some(other) => {
+                    let kind = other.body.kind_name();
+                    return Err(unreadable(snap_seq, format!("points at a {kind} record")).into());
+                }
+                None => {
+                    return Err(unreadable(snap_seq, "points at a missing record".into()).into());
+                }
             }
         }
         let horizon = horizon.unwrap_or(0);
@@ -67,9 +81,19 @@ impl Journal {
         let mut groups: Vec<Group> = Vec::new();
         let mut total = 0usize;
         let mut intents: BTreeMap<Seq, String> = BTreeMap::new();
+        // Corrupt records are kept as evidence; so is the outcome of a corrupt intent (deleting
+        // it alone would make the intent look open). Any other read error stops compaction.
+        let mut corrupt: BTreeSet<Seq> = BTreeSet::new();
         for rec in self.iter() {
             total += 1;
-            let Ok(rec) = rec else { continue }; // corrupt: kept
+            let rec = match rec {
+                Ok(rec) => rec,
+                Err(JournalError::Corrupt(c)) => {
+                    corrupt.insert(c.seq);
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
             if rec.seq > horizon {
                 continue;
             }
@@ -77,6 +101,7 @@ impl Journal {
                 Body::Intent(i) => {
                     intents.insert(rec.seq, i.idempotency_key.clone());
                 }
+                Body::Outcome(o) if corrupt.contains(&o.intent_seq) => {}
                 Body::Outcome(o) => {
                     let mut seqs = vec![rec.seq];
                     let mut idem = None;
@@ -141,5 +166,91 @@ impl Journal {
             deleted,
             remaining: total - deleted,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::projection::Projection;
+    use crate::record::{Intent, ObjectRef, OutcomeResult, Trace};
+
+    #[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
+    struct Count(u64);
+
+    impl Projection for Count {
+        const NAME: &'static str = "count";
+        fn apply(&mut self, _: &Record) {
+            self.0 += 1;
+        }
+    }
+
+    /// Intent + outcome `n` times; returns the intent seqs.
+    fn closed_pairs(j: &Journal, n: u64) -> Vec<Seq> {
+        (0..n)
+            .map(|k| {
+                let i = j
+                    .append_intent(
+                        Intent {
+                            unit: "u".into(),
+                            object: ObjectRef::default(),
+                            action: "apply".into(),
+                            desired_digest: String::new(),
+                            idempotency_key: format!("k{k}"),
+                            lease_epoch: 0,
+                            regarding: Vec::new(),
+                        },
+                        Trace::default(),
+                    )
+                    .unwrap();
+                let ok = OutcomeResult::Ok {
+                    resource_version: None,
+                    detail: Default::default(),
+                };
+                j.append_outcome(i, ok, Duration::ZERO, Trace::default())
+                    .unwrap();
+                i
+            })
+            .collect()
+    }
+
+    const ALL: Retention = Retention {
+        max_age: Some(Duration::ZERO),
+        max_records: Some(0),
+    };
+
+    #[test]
+    fn an_unreadable_snapshot_index_refuses_compaction() {
+        let dir = tempfile::tempdir().unwrap();
+        let j = Journal::open(dir.path()).unwrap();
+        let intents = closed_pairs(&j, 3);
+        j.snapshot::<Count>(Trace::default()).unwrap();
+        let index = keys::str_key(keys::SNAPSHOT, Count::NAME);
+        for bad in [vec![1, 2, 3], intents[0].to_be_bytes().to_vec()] {
+            let mut b = Batch::default();
+            b.insert(index.clone(), bad);
+            j.store().apply(b).unwrap();
+            let err = j.compact(ALL).unwrap_err();
+            assert!(err.to_string().contains("compaction refused"), "{err}");
+            assert!(j.get(intents[0]).unwrap().is_some(), "nothing deleted");
+        }
+    }
+
+    #[test]
+    fn the_outcome_of_a_corrupt_intent_is_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let j = Journal::open(dir.path()).unwrap();
+        let intents = closed_pairs(&j, 3);
+        j.snapshot::<Count>(Trace::default()).unwrap();
+        assert!(j.testing_corrupt_record(intents[0]).unwrap());
+        let rep = j.compact(ALL).unwrap();
+        // The two readable pairs go; the corrupt intent and its outcome stay.
+        assert_eq!(rep.deleted, 4, "{rep:?}");
+        assert!(
+            j.get(intents[0]).is_err(),
+            "corrupt intent kept as evidence"
+        );
+        assert!(j.get(intents[0] + 1).unwrap().is_some(), "its outcome kept");
+        assert!(j.get(intents[1]).unwrap().is_none());
     }
 }

@@ -111,7 +111,7 @@ impl Journal {
             report.last_seq = seq;
             match item {
                 Err(JournalError::Corrupt(c)) => report.corrupt.push(c),
-                Err(_) => {}
+                Err(_) => {} // unreachable: other errors returned above
                 Ok(rec) => match rec.body {
                     Body::Intent(i) => {
                         intents.insert(rec.seq);

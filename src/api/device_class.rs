@@ -158,6 +158,7 @@ pub struct RaidConfig {
 
 impl RaidConfig {
     pub fn effective_mirrors(&self) -> u32 {
+        // Negative mirrors are refused by the CRD (minimum 1): the default stands in.
         self.mirrors
             .and_then(|m| u32::try_from(m).ok())
             .unwrap_or(1)

@@ -62,6 +62,7 @@ pub fn run(cmd: JournalCommand) -> anyhow::Result<ExitCode> {
             limit,
             output,
         } => {
+            // A clock before 1970 only shifts `--since` durations; nothing is decided on it.
             let now_ms = std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map(|d| d.as_millis() as u64)

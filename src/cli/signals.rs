@@ -14,6 +14,7 @@ pub fn init_logging(format: &str) {
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);
+    // Fails only when a subscriber is already installed: that one keeps logging.
     let _ = if format == "json" {
         builder.json().try_init()
     } else {

@@ -19,7 +19,7 @@ use tracing::debug;
 
 use super::kinds::Kind;
 use crate::api::{LVMCluster, LVMVolumeGroup, LVMVolumeGroupNodeStatus};
-use crate::operator::world::Capabilities;
+use crate::kube::discovery::Capabilities;
 
 /// Which cache changed (the router maps it to units).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -114,6 +114,7 @@ pub fn watch_errors() -> &'static std::sync::Mutex<std::collections::BTreeMap<St
     ERRORS.get_or_init(Default::default)
 }
 
+// The watch-error map only explains a failing /readyz; a poisoned one just explains less.
 fn watch_ok(source: Source) {
     if let Ok(mut m) = watch_errors().lock()
         && !m.is_empty()
@@ -168,6 +169,7 @@ async fn route_generations<K: Resource<DynamicType = ()>, E: std::fmt::Display>(
             Ok(watcher::Event::Apply(obj) | watcher::Event::InitApply(obj)) => {
                 watch_ok(source);
                 let meta = obj.meta();
+                // Trace naming only (the router is woken either way).
                 let generation = meta.generation.unwrap_or_default();
                 let uid = meta.uid.clone().unwrap_or_default();
                 if seen.insert(uid, generation) == Some(generation) {

@@ -3,7 +3,14 @@
 use kube::Client;
 use kube::discovery::{ApiGroup, Discovery};
 
-use crate::operator::world::Capabilities;
+/// APIs discovered at start-up (never assumed).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Capabilities {
+    /// `snapshot.storage.k8s.io/v1` VolumeSnapshotClass is served.
+    pub snapshots: bool,
+    /// `security.openshift.io/v1` SecurityContextConstraints is served.
+    pub scc: bool,
+}
 
 pub async fn capabilities(client: &Client) -> Result<Capabilities, kube::Error> {
     let discovery = Discovery::new(client.clone())

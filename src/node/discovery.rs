@@ -110,6 +110,7 @@ pub fn policy_status(spec: &LVMVolumeGroupSpec) -> DeviceDiscoveryPolicyStatus {
 /// LVMS `validateRAIDDeviceCount`.
 pub fn validate_raid_device_count(rc: &RaidConfig, count: usize) -> Result<(), RaidCountError> {
     let mirrors = rc.effective_mirrors();
+    // Negative stripes are refused by the CRD (minimum 2); the level's default stands in.
     let stripes = rc.stripes.and_then(|s| u32::try_from(s).ok());
     let min = rc.raid_type.min_device_count(mirrors, stripes);
     if count < min as usize {
@@ -221,7 +222,8 @@ pub fn devices_to_remove(
             })?;
         wanted.push(k);
     }
-    // An optional path that does not resolve is just absent.
+    // An optional path that does not resolve is just absent (the caller records only "not
+    // there" as unresolved; any other lookup failure fails the pass before planning).
     wanted.extend(
         sel.optional_paths
             .iter()

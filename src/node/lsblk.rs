@@ -94,9 +94,10 @@ pub enum LsblkError {
 
 /// Parses the whole lsblk document (`{"blockdevices": [...]}`).
 pub fn parse_lsblk(json: &str) -> Result<Vec<BlockDevice>, LsblkError> {
+    // No default: lsblk prints `"blockdevices": []` when there is nothing, so a document
+    // without the key is not lsblk's, and must not read as a node without disks.
     #[derive(Deserialize)]
     struct Doc {
-        #[serde(default)]
         blockdevices: Vec<RawDevice>,
     }
     let doc: Doc = serde_json::from_str(json)?;
@@ -131,9 +132,10 @@ pub fn loop_devices(devices: &[BlockDevice]) -> Vec<String> {
 
 /// The back-files in `losetup <dev> -O BACK-FILE --json` output.
 pub fn parse_losetup_back_files(json: &str) -> Result<Vec<String>, LsblkError> {
+    // No default: without the key this is not losetup's answer (the caller refuses an empty
+    // back-file list rather than read it as "no back-file").
     #[derive(Deserialize)]
     struct Doc {
-        #[serde(default)]
         loopdevices: Vec<Entry>,
     }
     #[derive(Deserialize)]
@@ -377,6 +379,21 @@ mod tests {
         assert!(err.to_string().contains("KNAME"), "{err}");
         assert!(parse_lsblk("lsblk: unknown column").is_err());
         assert!(parse_lsblk(r#"{"blockdevices":[{"kname":"/dev/sda","ro":"maybe"}]}"#).is_err());
+    }
+
+    #[test]
+    fn a_document_without_its_list_is_an_error_not_an_empty_node() {
+        // What lsblk and losetup print when there is nothing to list.
+        assert!(parse_lsblk(r#"{"blockdevices": []}"#).unwrap().is_empty());
+        assert!(
+            parse_losetup_back_files(r#"{"loopdevices": []}"#)
+                .unwrap()
+                .is_empty()
+        );
+        // Anything else is not their answer.
+        assert!(parse_lsblk("{}").is_err());
+        assert!(parse_lsblk(r#"{"loopdevices": []}"#).is_err());
+        assert!(parse_losetup_back_files("{}").is_err());
     }
 
     #[test]

@@ -132,6 +132,7 @@ where
     D: Deserializer<'de>,
     T: Deserialize<'de> + Default,
 {
+    // An explicit null is the zero value, as Go's yaml reads it (TopoLVM's own format).
     Ok(Option::<T>::deserialize(d)?.unwrap_or_default())
 }
 
@@ -236,6 +237,7 @@ pub fn apply_volume_group(
     spec: &LVMVolumeGroupSpec,
 ) -> Result<Applied, LvmdConfigError> {
     let was_missing = existing.is_none();
+    // None is a file that is not there (the caller reports any other read failure).
     let mut config = existing.cloned().unwrap_or_default();
     match config.device_classes.iter_mut().find(|d| d.name == vg_name) {
         None => config.device_classes.push(device_class_for(vg_name, spec)?),

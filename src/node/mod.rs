@@ -7,6 +7,7 @@ pub mod commands;
 pub mod discovery;
 pub mod events;
 pub mod filter;
+pub mod gauges;
 pub mod lsblk;
 pub mod lvmd_config;
 pub mod replay;

@@ -126,25 +126,24 @@ impl LvReport {
     }
 }
 
+// No serde defaults on the document and its items: lvm2 prints `"report": [{"pv": []}]` even
+// when nothing matches, so a document without them is not lvm2's report, and reading it as
+// "no PVs/VGs/LVs" would be an empty host.
 #[derive(Deserialize)]
 struct Doc<T> {
-    #[serde(default = "Vec::new")]
     report: Vec<T>,
 }
 
 #[derive(Deserialize)]
 struct PvItem {
-    #[serde(default)]
     pv: Vec<RawPv>,
 }
 #[derive(Deserialize)]
 struct VgItem {
-    #[serde(default)]
     vg: Vec<RawVg>,
 }
 #[derive(Deserialize)]
 struct LvItem {
-    #[serde(default)]
     lv: Vec<RawLv>,
 }
 
@@ -486,6 +485,27 @@ mod tests {
             "{err}"
         );
         assert!(parse_pvs("WARNING: not json").is_err());
+    }
+
+    #[test]
+    fn a_document_without_the_report_is_an_error_not_an_empty_host() {
+        // lvm2 prints the report and its item even when nothing matches (lvs_empty.json).
+        assert!(parse_pvs(r#"{"report":[{"pv":[]}]}"#).unwrap().is_empty());
+        assert!(
+            parse_lvs(&fixture("lvs_empty.json"))
+                .unwrap()
+                .all()
+                .next()
+                .is_none()
+        );
+        // Anything less is not what was asked for.
+        for json in [r#"{}"#, r#"{"log":[]}"#, r#"{"report":[{}]}"#] {
+            assert!(parse_pvs(json).is_err(), "pvs {json}");
+            assert!(parse_vgs(json).is_err(), "vgs {json}");
+            assert!(parse_lvs(json).is_err(), "lvs {json}");
+        }
+        // A vgs report handed to the pvs parser is refused, not read as "no PVs".
+        assert!(parse_pvs(r#"{"report":[{"vg":[]}]}"#).is_err());
     }
 
     #[test]

@@ -128,6 +128,7 @@ pub fn validate_lvs(
                 .ok_or_else(|| ValidateError::ChunkSizeMissing {
                     lv: lv.lv_name.clone(),
                 })?;
+            // Static always has a (defaulted) chunk size; 0 would match no real pool anyway.
             let expected = s.chunk_size.unwrap_or_default();
             if actual != expected {
                 return Err(ValidateError::ChunkSizeMismatch {

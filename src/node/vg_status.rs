@@ -7,7 +7,7 @@ use crate::api::{
 
 use super::discovery::policy_status;
 use super::filter::FilteredDevices;
-use super::report::{ExistingVg, LogicalVolume, LvAttr, PhysicalVolume};
+use super::report::{ExistingVg, LogicalVolume, LvAttr, LvAttrError, PhysicalVolume};
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Phase {
@@ -28,6 +28,7 @@ pub fn vg_status(
     devices: &FilteredDevices,
     raid: Option<RaidStatus>,
 ) -> VGStatus {
+    // None is a VG that pvs/vgs (read successfully) do not show: no devices yet.
     let pv_names = existing.map(ExistingVg::pv_names).unwrap_or_default();
     let (mut status, reason) = match phase {
         Phase::Progressing => (VGStatusType::Progressing, String::new()),
@@ -61,21 +62,20 @@ pub fn vg_status(
 }
 
 /// LVMS `buildRAIDStatus`: health of the RAID LVs (internal `_rimage_`/`_rmeta_` skipped) and of
-/// the member PVs. None when there is neither.
+/// the member PVs. None when there is neither. An unreadable `lv_attr` is an error: skipping
+/// that LV could report a failing RAID as Healthy.
 pub fn raid_status(
     lvs: &[LogicalVolume],
     pvs: &[PhysicalVolume],
     raid_type: RaidType,
-) -> Option<RaidStatus> {
-    let raid_lvs: Vec<(&LogicalVolume, LvAttr)> = lvs
-        .iter()
-        .filter_map(|lv| {
-            LvAttr::parse(&lv.lv_attr)
-                .ok()
-                .filter(LvAttr::is_raid)
-                .map(|a| (lv, a))
-        })
-        .collect();
+) -> Result<Option<RaidStatus>, LvAttrError> {
+    let mut raid_lvs: Vec<(&LogicalVolume, LvAttr)> = Vec::new();
+    for lv in lvs {
+        let attr = LvAttr::parse(&lv.lv_attr)?;
+        if attr.is_raid() {
+            raid_lvs.push((lv, attr));
+        }
+    }
     let health: Vec<RaidLvHealth> = raid_lvs
         .iter()
         .filter(|(lv, _)| !lv.lv_name.contains("_rimage_") && !lv.lv_name.contains("_rmeta_"))
@@ -84,11 +84,12 @@ pub fn raid_status(
             raid_type,
             // Go's int() truncates.
             sync_percent: lv.sync_percent.map_or(100, |p| p as i32),
+            // An empty lv_health_status column (None) is lvm2's "healthy", not a lost value.
             health_status: lv.lv_health_status.clone().unwrap_or_default(),
         })
         .collect();
     if health.is_empty() && pvs.is_empty() {
-        return None;
+        return Ok(None);
     }
     let failed = health
         .iter()
@@ -122,13 +123,13 @@ pub fn raid_status(
         .map(|h| h.sync_percent)
         .min()
         .map(|m| m.min(100));
-    Some(RaidStatus {
+    Ok(Some(RaidStatus {
         status: overall,
         member_count: i32::try_from(pvs.len()).unwrap_or(i32::MAX),
         degraded_member_count: i32::try_from(missing).unwrap_or(i32::MAX),
         min_sync_percent: min_sync,
         lv_health: health,
-    })
+    }))
 }
 
 /// Puts `status` into the node's list, replacing the entry of the same name. True if changed.
@@ -280,7 +281,7 @@ mod tests {
         let lvs = parse_lvs(&crate::node::fixture("lvs_raid1.json")).unwrap();
         let all: Vec<LogicalVolume> = lvs.all().cloned().collect();
         let pvs = vg(&["/dev/sdb", "/dev/sdc"]).pvs;
-        let r = raid_status(&all, &pvs, RaidType::Raid1).unwrap();
+        let r = raid_status(&all, &pvs, RaidType::Raid1).unwrap().unwrap();
         assert_eq!(r.status, RaidHealthStatus::Degraded);
         assert_eq!(r.min_sync_percent, Some(42));
         assert_eq!(r.member_count, 2);
@@ -291,20 +292,36 @@ mod tests {
         healthy.remove(0);
         let mut pvs2 = pvs.clone();
         pvs2[1].missing = true;
-        let r = raid_status(&healthy, &pvs2, RaidType::Raid1).unwrap();
+        let r = raid_status(&healthy, &pvs2, RaidType::Raid1)
+            .unwrap()
+            .unwrap();
         assert_eq!(r.status, RaidHealthStatus::Degraded);
         assert_eq!(r.degraded_member_count, 1);
-        let r = raid_status(&healthy, &pvs, RaidType::Raid1).unwrap();
+        let r = raid_status(&healthy, &pvs, RaidType::Raid1)
+            .unwrap()
+            .unwrap();
         assert_eq!(r.status, RaidHealthStatus::Healthy);
 
         // Every LV failed.
         let mut failed = healthy.clone();
         failed[0].lv_health_status = Some("refresh needed".into());
         assert_eq!(
-            raid_status(&failed, &pvs, RaidType::Raid1).unwrap().status,
+            raid_status(&failed, &pvs, RaidType::Raid1)
+                .unwrap()
+                .unwrap()
+                .status,
             RaidHealthStatus::Failed
         );
-        assert_eq!(raid_status(&[], &[], RaidType::Raid1), None);
+        assert_eq!(raid_status(&[], &[], RaidType::Raid1), Ok(None));
+
+        // An lv_attr lvm2 did not print in full is an error, not an LV left out (which could
+        // make a failing RAID look Healthy).
+        let mut garbled = all.clone();
+        garbled[0].lv_attr = "rwi-a-r".into();
+        assert_eq!(
+            raid_status(&garbled, &pvs, RaidType::Raid1),
+            Err(LvAttrError("rwi-a-r".into()))
+        );
 
         // A Degraded RAID makes a Ready entry Degraded.
         let spec = LVMVolumeGroupSpec {
@@ -316,7 +333,7 @@ mod tests {
             }),
             ..Default::default()
         };
-        let degraded = raid_status(&all, &pvs, RaidType::Raid1);
+        let degraded = raid_status(&all, &pvs, RaidType::Raid1).unwrap();
         let s = vg_status(
             "vg1",
             &spec,

@@ -91,6 +91,7 @@ pub fn wipe_plan(
         })?;
         targets.push(k);
     }
+    // An optional path that does not resolve is not wiped: the safe side.
     targets.extend(
         sel.optional_paths
             .iter()

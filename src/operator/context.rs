@@ -4,7 +4,6 @@ use std::sync::Arc;
 
 use kube::Client;
 use kube::ResourceExt;
-use lvms_journal::ObjectRef;
 use serde::Serialize;
 use serde_json::Value;
 
@@ -22,20 +21,18 @@ pub struct Ctx {
     pub caches: Caches,
 }
 
-/// The journal's view of a Kubernetes object.
-pub fn object_ref<K: kube::Resource<DynamicType = ()>>(obj: &K) -> ObjectRef {
-    ObjectRef {
-        kind: K::kind(&()).into_owned(),
-        namespace: obj.meta().namespace.clone().unwrap_or_default(),
-        name: obj.meta().name.clone().unwrap_or_default(),
-        uid: obj.meta().uid.clone().unwrap_or_default(),
-        generation: obj.meta().generation.unwrap_or_default(),
-    }
-}
+pub use crate::objects::object_ref;
 
-fn values<T: Serialize>(objs: impl Iterator<Item = Arc<T>>) -> Vec<Value> {
-    objs.filter_map(|o| serde_json::to_value(&*o).ok())
-        .collect()
+/// An object that cannot be turned into JSON is an error, never left out: the planner would
+/// take it for gone (re-create it, or let teardown finish while it still exists).
+fn values<T: Serialize>(
+    objs: impl Iterator<Item = Arc<T>>,
+) -> Result<Vec<Value>, lvms_actors::UnitError> {
+    objs.map(|o| {
+        serde_json::to_value(&*o)
+            .map_err(|e| lvms_actors::UnitError::retryable("CacheObjectUnreadable", e.to_string()))
+    })
+    .collect()
 }
 
 impl Ctx {
@@ -61,12 +58,16 @@ impl Ctx {
 
     /// The objects of `kind` that `cluster` owns (owner labels for cluster-scoped kinds,
     /// a controller reference for namespaced ones), as JSON for the planner.
-    pub fn current(&self, kind: Kind, cluster: &LVMCluster) -> Vec<Value> {
+    pub fn current(
+        &self,
+        kind: Kind,
+        cluster: &LVMCluster,
+    ) -> Result<Vec<Value>, lvms_actors::UnitError> {
         let c = &self.caches;
         let labelled =
             |o: &Arc<kube::api::DynamicObject>| owned_by(o.metadata.labels.as_ref(), cluster);
         match kind {
-            Kind::LvmCluster => Vec::new(),
+            Kind::LvmCluster => Ok(Vec::new()),
             Kind::CsiDriver => values(
                 c.csi_drivers
                     .state()
@@ -97,16 +98,34 @@ impl Ctx {
                     .into_iter()
                     .filter(|o| controlled_by(Some(o.owner_references()), cluster)),
             ),
+            // No store: discovery found the API not served, so there are none of these.
             Kind::SnapshotClass => c
                 .snapshot_classes
                 .as_ref()
                 .map(|s| values(s.state().into_iter().filter(labelled)))
-                .unwrap_or_default(),
+                .unwrap_or(Ok(Vec::new())),
             Kind::Scc => c
                 .sccs
                 .as_ref()
                 .map(|s| values(s.state().into_iter().filter(labelled)))
-                .unwrap_or_default(),
+                .unwrap_or(Ok(Vec::new())),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::sync::Arc;
+
+    #[test]
+    fn an_object_that_cannot_be_read_is_an_error_not_left_out() {
+        let fine = Arc::new(BTreeMap::from([("a".to_string(), 1)]));
+        assert_eq!(super::values([fine].into_iter()).unwrap().len(), 1);
+        // JSON objects need string keys: this one cannot be turned into JSON.
+        let unreadable = Arc::new(BTreeMap::from([((1u8, 2u8), 1)]));
+        let fine = Arc::new(BTreeMap::new());
+        assert_eq!(super::values([fine.clone()].into_iter()).unwrap().len(), 1);
+        assert!(super::values([fine, unreadable].into_iter()).is_err());
     }
 }

@@ -41,6 +41,7 @@ pub async fn acquire(
     let lease = Api::<Lease>::namespaced(client.clone(), namespace)
         .get(LEASE_NAME)
         .await?;
+    // The Lease was just read (errors propagate); an absent count is "no transition yet".
     let transitions = lease
         .spec
         .and_then(|s| s.lease_transitions)

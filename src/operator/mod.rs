@@ -3,7 +3,6 @@
 
 pub mod context;
 pub mod desired;
-pub mod diagnostics;
 pub mod leader;
 pub mod nodes;
 pub mod owner;

@@ -5,12 +5,9 @@
 //! `spec.tolerations`. An untolerated `node.kubernetes.io/not-ready` taint is reported as an
 //! error rather than a silent exclusion, so a NotReady node keeps the cluster Progressing.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{
-    Node, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, Taint, Toleration,
-};
+use k8s_openapi::api::core::v1::{Node, NodeSelector, Taint, Toleration};
 
 use crate::api::{DeviceClass, LVMCluster};
 
@@ -88,98 +85,7 @@ fn node_name(node: &Node) -> &str {
     node.metadata.name.as_deref().unwrap_or_default()
 }
 
-/// Whether `node` matches `selector` (component-helpers `MatchNodeSelectorTerms`): terms are
-/// ORed, requirements inside a term ANDed, an empty term matches nothing. A malformed term is
-/// skipped; its error is returned only if no other term matches.
-pub fn selector_matches(node: &Node, selector: &NodeSelector) -> Result<bool, String> {
-    let mut errors = Vec::new();
-    for term in &selector.node_selector_terms {
-        match term_matches(node, term) {
-            Ok(true) => return Ok(true),
-            Ok(false) => {}
-            Err(e) => errors.push(e),
-        }
-    }
-    if errors.is_empty() {
-        Ok(false)
-    } else {
-        Err(errors.join("; "))
-    }
-}
-
-fn term_matches(node: &Node, term: &NodeSelectorTerm) -> Result<bool, String> {
-    let expressions = term.match_expressions.as_deref().unwrap_or_default();
-    let fields = term.match_fields.as_deref().unwrap_or_default();
-    if expressions.is_empty() && fields.is_empty() {
-        return Ok(false);
-    }
-    let empty = BTreeMap::new();
-    let labels = node.metadata.labels.as_ref().unwrap_or(&empty);
-    // Parse everything first: a malformed requirement invalidates the whole term.
-    let mut matched = true;
-    for req in expressions {
-        matched &= label_requirement_matches(labels, req)?;
-    }
-    for req in fields {
-        matched &= field_requirement_matches(node, req)?;
-    }
-    Ok(matched)
-}
-
-fn label_requirement_matches(
-    labels: &BTreeMap<String, String>,
-    req: &NodeSelectorRequirement,
-) -> Result<bool, String> {
-    let values = req.values.as_deref().unwrap_or_default();
-    let label = labels.get(&req.key);
-    let invalid = |why: &str| Err(format!("{:?} {}: {why}", req.key, req.operator));
-    match req.operator.as_str() {
-        "In" | "NotIn" if values.is_empty() => invalid("values set can't be empty"),
-        "In" => Ok(label.is_some_and(|l| values.contains(l))),
-        "NotIn" => Ok(label.is_none_or(|l| !values.contains(l))),
-        "Exists" | "DoesNotExist" if !values.is_empty() => invalid("values set must be empty"),
-        "Exists" => Ok(label.is_some()),
-        "DoesNotExist" => Ok(label.is_none()),
-        "Gt" | "Lt" => {
-            let [bound] = values else {
-                return invalid("exactly one value is required");
-            };
-            let Ok(bound) = bound.parse::<i64>() else {
-                return invalid("value must be an integer");
-            };
-            // A missing or non-integer label never matches.
-            Ok(match label.and_then(|l| l.parse::<i64>().ok()) {
-                Some(v) if req.operator == "Gt" => v > bound,
-                Some(v) => v < bound,
-                None => false,
-            })
-        }
-        _ => invalid("not a valid node selector operator"),
-    }
-}
-
-/// matchFields support only In/NotIn with one value; the only node field is `metadata.name`.
-fn field_requirement_matches(node: &Node, req: &NodeSelectorRequirement) -> Result<bool, String> {
-    let values = req.values.as_deref().unwrap_or_default();
-    let [value] = values else {
-        return Err(format!(
-            "unexpected number of values ({}) for node field selector {:?}",
-            values.len(),
-            req.key
-        ));
-    };
-    let field = match req.key.as_str() {
-        "metadata.name" => node_name(node),
-        _ => "",
-    };
-    match req.operator.as_str() {
-        "In" => Ok(field == value),
-        "NotIn" => Ok(field != value),
-        op => Err(format!(
-            "{op:?} is not a valid node field selector operator"
-        )),
-    }
-}
+pub use crate::objects::selector::selector_matches;
 
 /// The OR of every class's nodeSelector terms; None (= every node) when any class has no
 /// selector or no terms were collected (LVMS `ExtractNodeSelectorAndTolerations`).
@@ -288,7 +194,7 @@ pub(crate) mod tests {
     use super::*;
     use crate::api::{LVMClusterSpec, Storage};
     use crate::operator::owner::tests::cluster_with;
-    use k8s_openapi::api::core::v1::NodeSpec;
+    use k8s_openapi::api::core::v1::{NodeSelectorRequirement, NodeSelectorTerm, NodeSpec};
 
     pub(crate) fn node(name: &str, labels: &[(&str, &str)], taints: Vec<Taint>) -> Arc<Node> {
         let mut n = Node::default();

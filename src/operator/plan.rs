@@ -33,10 +33,7 @@ impl Step {
     }
 }
 
-/// FNV-1a of the canonical JSON (serde_json maps are sorted), as 16 hex digits.
-pub fn digest(value: &Value) -> String {
-    format!("{:016x}", lvms_actors::fnv1a(value.to_string().as_bytes()))
-}
+pub use crate::objects::digest;
 
 /// Stamp the digest annotation on a desired object; returns the digest.
 pub fn stamp(object: &mut Value) -> String {

@@ -81,15 +81,9 @@ pub async fn run(
     }
 
     // One trigger per unit; the hub bumps the ones each watch source matters to.
-    let mut unit_names: Vec<&'static str> = object_units(capabilities.scc, capabilities.snapshots)
-        .into_iter()
-        .map(|(n, _)| n)
+    let unit_names: Vec<&'static str> = super::units::table::units(&capabilities)
+        .map(super::units::table::UnitId::name)
         .collect();
-    unit_names.extend([
-        lifecycle::UNIT,
-        super::units::csi_nodes::UNIT,
-        status_projector::UNIT,
-    ]);
     let triggers: BTreeMap<&'static str, Trigger> =
         unit_names.iter().map(|n| (*n, Trigger::new())).collect();
     let router: Router = {
@@ -151,7 +145,7 @@ pub async fn run(
         }),
         journal: journal.clone(),
         event_for: Arc::new(|j: &lvms_journal::Journal, r: &lvms_journal::Record| {
-            events::event_for(j, r).into_iter().collect()
+            Ok(events::event_for(j, r)?.into_iter().collect())
         }),
     })];
     children.push(wiring.child(
@@ -159,7 +153,7 @@ pub async fn run(
         triggers[lifecycle::UNIT].clone(),
         LifecycleUnit { ctx: ctx.clone() },
     ));
-    for (name, kind) in object_units(capabilities.scc, capabilities.snapshots) {
+    for (name, kind) in object_units(&capabilities) {
         let unit = ObjectsUnit {
             name,
             kind,
@@ -216,6 +210,7 @@ pub async fn run(
         }
         Exit::SupervisorDied => {
             // Supervision gave up: keep serving a failing /readyz until we are stopped.
+            // Log text only: the supervisor is gone either way.
             let why = supervision.check().err().unwrap_or_default();
             error!(%why, "supervisor stopped; /readyz now fails");
             shutdown.await;

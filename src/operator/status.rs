@@ -19,6 +19,7 @@ use crate::api::{
     LVMClusterStatus, LVMStateType, LVMVolumeGroupNodeStatus, NodeStatus, VGStatusType,
 };
 use crate::operator::nodes::node_valid_for_class;
+use crate::operator::units::table::UnitId;
 use crate::operator::world::{Capabilities, World};
 
 pub const REASON_RECONCILIATION_IN_PROGRESS: &str = "ReconciliationInProgress";
@@ -42,15 +43,16 @@ pub const REASON_VGS_UNMANAGED: &str = "VGsUnmanaged";
 pub const MESSAGE_VGS_UNMANAGED: &str =
     "VGs are unmanaged and not part of the LVMCluster, but the manager is running";
 
-/// Unit names, as LVMS's `GetName()` (they appear in events and logs).
-pub const UNIT_CSI_DRIVER: &str = "topolvm-csi-driver";
-pub const UNIT_VG_MANAGER: &str = "vg-manager";
-pub const UNIT_VOLUME_GROUPS: &str = "lvmvg-manager";
-pub const UNIT_NODE_STATUSES: &str = "lvmvgnodestatus";
-pub const UNIT_STORAGE_CLASSES: &str = "topolvm-storageclass";
-pub const UNIT_CSI_NODES: &str = "topolvm-csi-node-registrations";
-pub const UNIT_SCC: &str = "topolvm-scc";
-pub const UNIT_SNAPSHOT_CLASSES: &str = "topolvm-volumeSnapshotClass";
+/// Unit names, as LVMS's `GetName()` (they appear in events and logs); the table in
+/// `units::table` is where they are defined.
+pub const UNIT_CSI_DRIVER: &str = UnitId::CsiDriver.name();
+pub const UNIT_VG_MANAGER: &str = UnitId::VgManager.name();
+pub const UNIT_VOLUME_GROUPS: &str = UnitId::VolumeGroups.name();
+pub const UNIT_NODE_STATUSES: &str = UnitId::NodeStatuses.name();
+pub const UNIT_STORAGE_CLASSES: &str = UnitId::StorageClasses.name();
+pub const UNIT_CSI_NODES: &str = UnitId::CsiNodes.name();
+pub const UNIT_SCC: &str = UnitId::Scc.name();
+pub const UNIT_SNAPSHOT_CLASSES: &str = UnitId::SnapshotClasses.name();
 
 /// A unit's last pass: ok, or the error to surface in ResourcesAvailable.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -62,21 +64,10 @@ pub struct UnitHealth {
 /// The units every pass must run on this cluster; ResourcesAvailable waits for all of them.
 /// Other units in the health map count too: any failed unit fails ResourcesAvailable.
 pub fn expected_units(capabilities: &Capabilities) -> Vec<&'static str> {
-    let mut units = vec![
-        UNIT_CSI_DRIVER,
-        UNIT_VG_MANAGER,
-        UNIT_VOLUME_GROUPS,
-        UNIT_NODE_STATUSES,
-        UNIT_STORAGE_CLASSES,
-        UNIT_CSI_NODES,
-    ];
-    if capabilities.scc {
-        units.push(UNIT_SCC);
-    }
-    if capabilities.snapshots {
-        units.push(UNIT_SNAPSHOT_CLASSES);
-    }
-    units
+    crate::operator::units::table::units(capabilities)
+        .filter(|u| u.expected())
+        .map(UnitId::name)
+        .collect()
 }
 
 /// The condition's (status, reason, message), before times are attached.

@@ -8,14 +8,7 @@ use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 
 use crate::api::LVMVolumeGroupNodeStatus;
 
-/// APIs discovered at start-up (never assumed).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Capabilities {
-    /// `snapshot.storage.k8s.io/v1` VolumeSnapshotClass is served.
-    pub snapshots: bool,
-    /// `security.openshift.io/v1` SecurityContextConstraints is served.
-    pub scc: bool,
-}
+pub use crate::kube::discovery::Capabilities;
 
 /// Settings of this operator process that shape the objects it writes.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -99,6 +99,7 @@ pub fn init(log_format: &str, default_service: &str) -> Result<TelemetryGuard, T
     let otel = tracing_opentelemetry::layer()
         .with_tracer(tracer)
         .with_filter(SpanFilter);
+    // Fails only when a subscriber is already installed (tests): that one keeps logging.
     let _ = tracing_subscriber::registry()
         .with(fmt.with_filter(log_filter))
         .with(otel)
@@ -179,6 +180,7 @@ pub fn adopt(span: &tracing::Span, traceparent: &str) {
     let carrier = HashMap::from([("traceparent".to_string(), traceparent.to_string())]);
     let cx = TraceContextPropagator::new().extract(&carrier);
     if cx.span().span_context().is_valid() {
+        // Tracing only: a span that cannot adopt the parent starts its own trace.
         let _ = span.set_parent(cx);
     }
 }

@@ -10,7 +10,7 @@ use crate::node::events::{
     EVENT_ACTION, EventReason, MSG_VOLUME_GROUP_READY, cluster_event_message,
     volume_group_event_message,
 };
-use crate::operator::context::object_ref;
+use crate::objects::object_ref;
 
 const NODE_STATUS_KIND: &str = "LVMVolumeGroupNodeStatus";
 
@@ -27,12 +27,16 @@ impl EventTargets {
     /// UIDs), never looked up again: after a restart an old outcome's Events still go to the
     /// objects of its time, under the same keys, so what was published is not sent again.
     /// Outcomes of format 1 regard nothing else: their Events go to the volume group only.
-    pub fn events_for(&self, journal: &Journal, rec: &Record) -> Vec<EventSpec> {
-        let Some(base) = event_for(journal, rec) else {
-            return Vec::new();
+    pub fn events_for(
+        &self,
+        journal: &Journal,
+        rec: &Record,
+    ) -> lvms_journal::Result<Vec<EventSpec>> {
+        let Some(base) = event_for(journal, rec)? else {
+            return Ok(Vec::new());
         };
         let Body::Outcome(o) = &rec.body else {
-            return Vec::new();
+            return Ok(Vec::new());
         };
         let node_status = o
             .regarding
@@ -45,7 +49,13 @@ impl EventTargets {
             .filter(|r| r.kind != NODE_STATUS_KIND)
             .cloned()
             .collect();
-        fan_out(&base, &self.namespace, &self.node, node_status, owners)
+        Ok(fan_out(
+            &base,
+            &self.namespace,
+            &self.node,
+            node_status,
+            owners,
+        ))
     }
 }
 
@@ -110,10 +120,12 @@ pub fn fan_out(
     out
 }
 
-/// The Event of `rec` regarding its volume group, as the volume-group actor saw it.
-pub fn event_for(journal: &Journal, rec: &Record) -> Option<EventSpec> {
+/// The Event of `rec` regarding its volume group, as the volume-group actor saw it. A record it
+/// needs that cannot be read is an error (the publisher retries): an Event never goes to the
+/// wrong object, nor is it dropped, because of it.
+pub fn event_for(journal: &Journal, rec: &Record) -> lvms_journal::Result<Option<EventSpec>> {
     let Body::Outcome(o) = &rec.body else {
-        return None;
+        return Ok(None);
     };
     let spec = |type_, reason: &str, note: String| EventSpec {
         regarding: o.object.clone(),
@@ -134,26 +146,27 @@ pub fn event_for(journal: &Journal, rec: &Record) -> Option<EventSpec> {
         let mut s = spec(
             t,
             reason,
+            // No note recorded is an empty note: formatting only.
             detail.get("event.note").cloned().unwrap_or_default(),
         );
         if o.object.kind == "Host"
-            && let Some(subject) = pass_subject(journal, o.intent_seq)
+            && let Some(subject) = pass_subject(journal, o.intent_seq)?
         {
             s.regarding = subject;
         }
-        return Some(s);
+        return Ok(Some(s));
     }
     let Some(Record {
         body: Body::Intent(i),
         ..
-    }) = journal.get(o.intent_seq).ok()?
+    }) = journal.get(o.intent_seq)?
     else {
-        return None;
+        return Ok(None);
     };
     if i.action != PASS_ACTION || !o.unit.starts_with("vg/") || o.object.uid.is_empty() {
-        return None;
+        return Ok(None);
     }
-    match &o.result {
+    Ok(match &o.result {
         // A quiet success (a teardown) told its news through its steps' Events.
         OutcomeResult::Ok { detail, .. } if detail.contains_key(lvms_actors::QUIET_DETAIL) => None,
         OutcomeResult::Ok { .. } => Some(spec(
@@ -164,27 +177,34 @@ pub fn event_for(journal: &Journal, rec: &Record) -> Option<EventSpec> {
         OutcomeResult::Err {
             reason, message, ..
         } => Some(spec(EventType::Warning, reason, message.clone())),
-    }
+    })
 }
 
 /// The open pass intent of the same unit just before `seq` (host steps run inside one).
-fn pass_subject(journal: &Journal, seq: u64) -> Option<lvms_journal::ObjectRef> {
-    let unit = match journal.get(seq).ok()?? {
-        Record {
+/// Records that are not there (compacted) are passed over; unreadable ones are an error.
+fn pass_subject(
+    journal: &Journal,
+    seq: u64,
+) -> lvms_journal::Result<Option<lvms_journal::ObjectRef>> {
+    let unit = match journal.get(seq)? {
+        Some(Record {
             body: Body::Intent(i),
             ..
-        } => i.unit,
-        _ => return None,
+        }) => i.unit,
+        _ => return Ok(None),
     };
-    (seq.saturating_sub(64)..seq)
-        .rev()
-        .find_map(|s| match journal.get(s).ok()?? {
-            Record {
-                body: Body::Intent(i),
-                ..
-            } if i.unit == unit && i.action == PASS_ACTION => Some(i.object),
-            _ => None,
-        })
+    for s in (seq.saturating_sub(64)..seq).rev() {
+        if let Some(Record {
+            body: Body::Intent(i),
+            ..
+        }) = journal.get(s)?
+            && i.unit == unit
+            && i.action == PASS_ACTION
+        {
+            return Ok(Some(i.object));
+        }
+    }
+    Ok(None)
 }
 
 #[cfg(test)]
@@ -294,6 +314,7 @@ mod tests {
         ]);
         let uids: Vec<String> = targets
             .events_for(&journal, &rec)
+            .unwrap()
             .into_iter()
             .map(|e| e.regarding.uid)
             .collect();
@@ -301,11 +322,13 @@ mod tests {
         // Recomputed later (a restart) it is the same Events under the same keys.
         let again: Vec<String> = targets
             .events_for(&journal, &rec)
+            .unwrap()
             .iter()
             .map(EventSpec::key)
             .collect();
         let first: Vec<String> = targets
             .events_for(&journal, &rec)
+            .unwrap()
             .iter()
             .map(EventSpec::key)
             .collect();
@@ -313,10 +336,73 @@ mod tests {
         let old = pass(Vec::new());
         let uids: Vec<String> = targets
             .events_for(&journal, &old)
+            .unwrap()
             .into_iter()
             .map(|e| e.regarding.uid)
             .collect();
         assert_eq!(uids, vec!["u-vg-1"], "nothing re-aimed at today's objects");
+        drop(journal);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// An intent that cannot be read is an error for the publisher to retry: never "no Event",
+    /// nor a host step's Event aimed at the host instead of the volume group.
+    #[test]
+    fn an_unreadable_intent_is_an_error_not_no_event() {
+        use lvms_journal::{Intent, Trace};
+        let dir = std::env::temp_dir().join(format!("lvms-events-corrupt-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let journal = Journal::open(&dir).expect("journal");
+        let intent = |object: ObjectRef, action: &str| {
+            journal
+                .append_intent(
+                    Intent {
+                        unit: "vg/vg1".into(),
+                        object,
+                        action: action.into(),
+                        desired_digest: String::new(),
+                        idempotency_key: format!("k-{action}"),
+                        lease_epoch: 0,
+                        regarding: Vec::new(),
+                    },
+                    Trace::default(),
+                )
+                .expect("intent")
+        };
+        let outcome = |seq, detail| {
+            let out = journal
+                .append_outcome(
+                    seq,
+                    OutcomeResult::Ok {
+                        resource_version: None,
+                        detail,
+                    },
+                    std::time::Duration::ZERO,
+                    Trace::default(),
+                )
+                .expect("outcome");
+            journal.get(out).expect("read").expect("present")
+        };
+        let pass = intent(obj("LVMVolumeGroup", "vg1", "u-vg"), PASS_ACTION);
+        let step = intent(obj("Host", "node-a/vg1", ""), "pvremove");
+        let step_rec = outcome(
+            step,
+            lvms_actors::event_detail("Normal", "DeviceRemoved", "removed /dev/sdc"),
+        );
+        let pass_rec = outcome(pass, Default::default());
+        // Readable: the step's Event regards the volume group of its pass.
+        let e = event_for(&journal, &step_rec).unwrap().unwrap();
+        assert_eq!(e.regarding.uid, "u-vg");
+        assert!(event_for(&journal, &pass_rec).unwrap().is_some());
+
+        assert!(journal.testing_corrupt_record(pass).unwrap());
+        assert!(event_for(&journal, &pass_rec).is_err());
+        assert!(event_for(&journal, &step_rec).is_err());
+        let targets = EventTargets {
+            node: "node-a".into(),
+            namespace: "lvms".into(),
+        };
+        assert!(targets.events_for(&journal, &pass_rec).is_err());
         drop(journal);
         let _ = std::fs::remove_dir_all(&dir);
     }

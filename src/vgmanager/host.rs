@@ -110,6 +110,7 @@ impl Host {
                 argv: shown.clone(),
                 source,
             })?;
+        // Killed by a signal: -1, which no caller accepts, so it is a failure.
         let code = out.status.code().unwrap_or(-1);
         let result = HostOutput {
             code,

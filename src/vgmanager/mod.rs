@@ -5,7 +5,6 @@
 pub mod events;
 pub mod host;
 pub mod lock;
-pub mod node_metrics;
 pub mod node_report;
 pub mod node_status_unit;
 pub mod registry;

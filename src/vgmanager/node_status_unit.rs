@@ -20,7 +20,7 @@ use serde_json::json;
 use super::node_report::NodeReport;
 use crate::api::{LVMVolumeGroupNodeStatus, VGStatus};
 use crate::kube::apply::unit_error;
-use crate::operator::context::object_ref;
+use crate::objects::object_ref;
 
 pub const UNIT: &str = "node-status";
 pub const FIELD_MANAGER: &str = "vg-manager";
@@ -107,6 +107,7 @@ impl Unit for NodeStatusUnit {
             quiet: false,
         };
         let current = self.current();
+        // Only a write-skipping memo: unknown (poisoned) means write again, never skip.
         let last = self.last.lock().ok().and_then(|l| l.clone());
         let uid = match decide(current.as_deref(), last.as_ref(), &entries) {
             Write::UpToDate => return Ok(reported),

@@ -12,7 +12,7 @@ use lvms_journal::Intent;
 use ractor::ActorRef;
 
 use crate::api::{LVMVolumeGroup, NODE_CLEANUP_FINALIZER_PREFIX};
-use crate::operator::nodes::selector_matches;
+use crate::objects::selector::selector_matches;
 
 pub const UNIT: &str = "volume-group-registry";
 
@@ -24,6 +24,8 @@ pub fn concerns(vg: &LVMVolumeGroup, node_name: &str, node: Option<&Node>) -> bo
     }
     match (&vg.spec.node_selector, node) {
         (None, _) => true,
+        // A malformed selector (a spec error, not a failed read) matches nothing, as in the
+        // operator; a cleanup already begun is kept by the finalizer check above.
         (Some(sel), Some(n)) => selector_matches(n, sel).unwrap_or(false),
         (Some(_), None) => false,
     }
@@ -70,6 +72,7 @@ impl Unit for Registry {
             .triggers
             .lock()
             .map_err(|_| UnitError::retryable("Internal", "trigger map poisoned"))?;
+        // Sends below fail only when the supervisor has stopped, which ends vg-manager.
         for name in &wanted {
             if !triggers.contains_key(name) {
                 let t = Trigger::new();

@@ -208,6 +208,7 @@ pub async fn run(
     ));
     let mut tree =
         Supervision::start(children, cfg.restart_policy, supervision.clone(), &metrics).await?;
+    // Set once, here: it cannot be set already.
     let _ = supervisor_slot.set(tree.supervisor.clone());
     registry_trigger.bump("supervisor up");
     diag.mark_synced();
@@ -217,6 +218,7 @@ pub async fn run(
     tokio::select! {
         _ = &mut shutdown => info!("shutting down"),
         _ = &mut tree.done => {
+            // Log text only: the supervisor is gone either way.
             let why = supervision.check().err().unwrap_or_default();
             error!(%why, "supervisor stopped; /readyz now fails");
             shutdown.await;

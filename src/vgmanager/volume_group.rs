@@ -14,7 +14,6 @@ use lvms_actors::{Pass, StepSpec, Steps, Unit, UnitError, event_detail};
 use lvms_journal::{Intent, ObjectRef};
 
 use super::host::Host;
-use super::node_metrics;
 use super::node_report::NodeReport;
 use crate::api::{LVMVolumeGroup, LVMVolumeGroupNodeStatus, NODE_CLEANUP_FINALIZER_PREFIX};
 use crate::api::{RaidHealthStatus, RaidStatus};
@@ -23,6 +22,7 @@ use crate::kube::kinds::Kind;
 use crate::node::discovery::{self, DiscoveryInput, Plan, VgAction};
 use crate::node::events::EventReason;
 use crate::node::filter::{FilterContext, FilteredDevices, filter_devices};
+use crate::node::gauges;
 use crate::node::lsblk::{BlockDevice, flatten, parse_lsblk};
 use crate::node::report::{
     ExistingVg, LvReport, PhysicalVolume, find_vg, join_vgs, parse_lvs, parse_pvs, parse_vgs,
@@ -30,7 +30,7 @@ use crate::node::report::{
 use crate::node::resolve::{ResolvedPaths, paths_to_resolve};
 use crate::node::vg_status::{Phase, raid_status, vg_status};
 use crate::node::{allowlist, commands, lvmd_config, replay, thin, validate, wipe};
-use crate::operator::context::object_ref;
+use crate::objects::object_ref;
 use crate::telemetry::metrics::Metrics;
 
 /// What every volume-group actor on this node shares.
@@ -84,6 +84,7 @@ impl HostClock {
     }
 
     pub fn read(&self) -> (Duration, u32) {
+        // Pass figures for the log only; poisoned (a panic elsewhere) reads as zero.
         self.0.lock().map(|c| *c).unwrap_or_default()
     }
 }
@@ -108,6 +109,39 @@ fn cmd_err(e: commands::CommandError) -> UnitError {
 
 fn warn(reason: EventReason, message: String) -> UnitError {
     UnitError::retryable(reason.as_str(), message)
+}
+
+/// Whether a failed path lookup means the path is not there (a fact the planner may act on),
+/// rather than a lookup that failed (permissions, I/O, a symlink loop: an error to retry).
+fn is_absent(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
+    )
+}
+
+/// The names in a device's sysfs `holders` directory. Unreadable is not "no holders" (that
+/// would offer a held device as free): the error stands in for the holders, so the filter
+/// refuses the device with it as the reason until a later pass can read them (as an
+/// unreadable blkid probe). Per device: a device gone since lsblk must not fail the pass.
+fn holders_of(dir: &std::path::Path) -> Vec<String> {
+    let read = || -> std::io::Result<Vec<String>> {
+        std::fs::read_dir(dir)?
+            .map(|e| e.map(|e| e.file_name().to_string_lossy().into_owned()))
+            .collect()
+    };
+    read().unwrap_or_else(|e| vec![format!("unknown holders ({}: {e})", dir.display())])
+}
+
+/// The back-file in `losetup <dev> -O BACK-FILE --json` output; unparsable output or an
+/// empty back-file is an error, never a back-file that passes the Kubernetes-volume check.
+fn first_back_file(stdout: &str) -> Result<String, String> {
+    crate::node::lsblk::parse_losetup_back_files(stdout)
+        .map_err(|e| e.to_string())?
+        .into_iter()
+        .next()
+        .filter(|f| !f.is_empty())
+        .ok_or_else(|| "losetup reported no back-file".to_string())
 }
 
 impl VolumeGroupUnit {
@@ -181,7 +215,15 @@ impl VolumeGroupUnit {
         for p in paths_to_resolve(vg.spec.device_selector.as_ref(), &pvs) {
             match std::fs::canonicalize(&p) {
                 Ok(t) => resolved.insert(p, t.to_string_lossy().into_owned()),
-                Err(e) => resolved.insert_error(p, e.to_string()),
+                // The planner reads an unresolved path as absent (an optional path that is not
+                // there, a PV name to compare otherwise): only a path that is not there is.
+                Err(e) if is_absent(&e) => resolved.insert_error(p, e.to_string()),
+                Err(e) => {
+                    return Err(UnitError::retryable(
+                        "PathResolveFailed",
+                        format!("resolving {p}: {e}"),
+                    ));
+                }
             };
         }
         let flat = flatten(&devices);
@@ -189,21 +231,30 @@ impl VolumeGroupUnit {
         let mut holders = BTreeMap::new();
         for (kname, dev) in &flat {
             let short = kname.trim_start_matches("/dev/");
-            if let Ok(entries) = std::fs::read_dir(format!("/sys/class/block/{short}/holders")) {
-                let h: Vec<String> = entries
-                    .flatten()
-                    .map(|e| e.file_name().to_string_lossy().into_owned())
-                    .collect();
-                if !h.is_empty() {
-                    holders.insert(kname.clone(), h);
-                }
+            // Unreadable holders are not "no holders" (see `holders_of`).
+            let h = holders_of(std::path::Path::new(&format!(
+                "/sys/class/block/{short}/holders"
+            )));
+            if !h.is_empty() {
+                holders.insert(kname.clone(), h);
             }
-            if dev.device_type == crate::node::lsblk::TYPE_LOOP
-                && let Ok(out) = self.exec(&commands::losetup_back_file(kname), &[]).await
-                && let Ok(files) = crate::node::lsblk::parse_losetup_back_files(&out.stdout)
-                && let Some(f) = files.into_iter().next()
-            {
-                loop_back_files.insert(kname.clone(), f);
+            if dev.device_type == crate::node::lsblk::TYPE_LOOP {
+                // A back-file that cannot be read, or none, is left out: the filter then
+                // refuses the device as an unusable loop, the safe side. Never an empty
+                // back-file, which would pass the Kubernetes-volume check. Per device, as
+                // blkid: a loop device detached meanwhile must not fail the whole pass.
+                let back_file = match self.exec(&commands::losetup_back_file(kname), &[]).await {
+                    Ok(out) => first_back_file(&out.stdout),
+                    Err(e) => Err(e.to_string()),
+                };
+                match back_file {
+                    Ok(f) => {
+                        loop_back_files.insert(kname.clone(), f);
+                    }
+                    Err(e) => {
+                        tracing::warn!(device = %kname, error = %e, "loop device back-file unreadable; refused as unusable");
+                    }
+                }
             }
         }
         Ok(Observed {
@@ -230,14 +281,24 @@ impl VolumeGroupUnit {
                 ),
             )
         })?;
-        // A listed path that does not resolve is no device of this node: nothing to allow.
-        Ok(Some(
-            allowlist::parse(&text)
-                .into_iter()
-                .filter_map(|p| std::fs::canonicalize(&p).ok())
-                .map(|p| p.to_string_lossy().into_owned())
-                .collect(),
-        ))
+        // A listed path that is not there is no device of this node: nothing to allow. One
+        // that cannot be looked up is an error to retry, not a device taken off the list.
+        let mut allowed = BTreeSet::new();
+        for p in allowlist::parse(&text) {
+            match std::fs::canonicalize(&p) {
+                Ok(k) => {
+                    allowed.insert(k.to_string_lossy().into_owned());
+                }
+                Err(e) if is_absent(&e) => {}
+                Err(e) => {
+                    return Err(UnitError::retryable(
+                        "DeviceAllowlistUnreadable",
+                        format!("--device-allowlist {}: {p}: {e}", path.display()),
+                    ));
+                }
+            }
+        }
+        Ok(Some(allowed))
     }
 
     /// LVMS's 30 s requeue, or the node's `--reconcile-interval` in its place.
@@ -475,7 +536,7 @@ impl VolumeGroupUnit {
         let spec = StepSpec {
             object: self.host_object("lvmd.yaml"),
             action: "write-lvmd-config".into(),
-            desired_digest: crate::operator::plan::digest(&serde_json::Value::String(text.clone())),
+            desired_digest: crate::objects::digest(&serde_json::Value::String(text.clone())),
         };
         steps
             .run(spec, || async {
@@ -530,7 +591,8 @@ impl VolumeGroupUnit {
         };
         let lvs = self.read_lvs().await?;
         let all: Vec<_> = lvs.all().cloned().collect();
-        Ok(raid_status(&all, &existing.pvs, rc.raid_type))
+        raid_status(&all, &existing.pvs, rc.raid_type)
+            .map_err(|e| UnitError::retryable("LvsFailed", format!("lvs of {}: {e}", self.vg)))
     }
 
     /// forceWipeDevicesAndDestroyAllData, once per node (LVMS): dmsetup remove of mappings
@@ -734,7 +796,7 @@ impl VolumeGroupUnit {
             self.ctx.metrics.set_volume_group(
                 &self.vg,
                 &self.ctx.node,
-                &node_metrics::volume_group_gauges(existing, thin),
+                &gauges::volume_group_gauges(existing, thin),
             );
         }
         self.set_status_raid(vg, Phase::Ready, &obs, &filtered, raid.clone());
@@ -880,6 +942,7 @@ impl Unit for VolumeGroupUnit {
             .as_ref()?
             .get(crate::telemetry::otel::TRACEPARENT_ANNOTATION)?
             .clone();
+        // Tracing only: a poisoned lock just means the pass starts its own trace.
         let mut last = self.continued_trace.lock().ok()?;
         if last.as_deref() == Some(tp.as_str()) {
             return None;
@@ -969,5 +1032,66 @@ impl Unit for VolumeGroupUnit {
             ));
         }
         Ok(detail)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A fresh directory under the system temp dir (removed by the caller).
+    fn scratch(name: &str) -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!("lvms-vg-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir); // leftovers of an earlier run, if any
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    #[test]
+    fn only_a_path_that_is_not_there_counts_as_absent() {
+        let dir = scratch("absent");
+        let file = dir.join("file");
+        std::fs::write(&file, "").unwrap();
+        let lookup = |p: std::path::PathBuf| std::fs::canonicalize(p).unwrap_err();
+        assert!(is_absent(&lookup(dir.join("missing"))));
+        assert!(is_absent(&lookup(file.join("below-a-file"))));
+        // A symlink loop is a failed lookup, not an absent path.
+        let (a, b) = (dir.join("a"), dir.join("b"));
+        std::os::unix::fs::symlink(&b, &a).unwrap();
+        std::os::unix::fs::symlink(&a, &b).unwrap();
+        assert!(!is_absent(&lookup(a)));
+        assert!(!is_absent(&std::io::Error::from(
+            std::io::ErrorKind::PermissionDenied
+        )));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn unreadable_holders_refuse_the_device_instead_of_freeing_it() {
+        let dir = scratch("holders");
+        assert_eq!(holders_of(&dir), Vec::<String>::new());
+        std::fs::create_dir(dir.join("dm-3")).unwrap();
+        assert_eq!(holders_of(&dir), vec!["dm-3".to_string()]);
+        let gone = holders_of(&dir.join("missing"));
+        assert_eq!(gone.len(), 1);
+        assert!(gone[0].starts_with("unknown holders ("), "{gone:?}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_loop_back_file_that_cannot_be_read_is_an_error_not_an_empty_one() {
+        assert_eq!(
+            first_back_file(r#"{"loopdevices":[{"back-file":"/var/disk.img"}]}"#),
+            Ok("/var/disk.img".to_string())
+        );
+        for out in [
+            r#"{"loopdevices":[]}"#,
+            r#"{"loopdevices":[{"back-file":null}]}"#,
+            r#"{"loopdevices":[{}]}"#,
+            r#"{}"#,
+            "losetup: /dev/loop9: No such device or address",
+        ] {
+            assert!(first_back_file(out).is_err(), "{out}");
+        }
     }
 }

@@ -8,7 +8,7 @@ use lvms::api::{
     MetadataSizePolicy, ReclaimPolicy, VolumeBindingMode,
 };
 
-use crate::support::{TestNs, client};
+use lvms_testkit::{TestNs, client};
 
 fn sample(name: &str) -> LVMCluster {
     let path = format!("{}/deploy/samples/{name}", env!("CARGO_MANIFEST_DIR"));
@@ -18,7 +18,7 @@ fn sample(name: &str) -> LVMCluster {
 
 #[tokio::test]
 async fn every_crd_is_established() {
-    crate::support::env();
+    lvms_testkit::env();
     let api: Api<CustomResourceDefinition> = Api::all(client().await);
     for crd in lvms::api::crd::all().unwrap() {
         let name = crd.metadata.name.unwrap();

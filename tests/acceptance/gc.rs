@@ -7,7 +7,7 @@ use kube::Api;
 use kube::api::{DeleteParams, PostParams};
 use serde_json::json;
 
-use crate::support::{TestNs, eventually};
+use lvms_testkit::{TestNs, eventually};
 
 #[tokio::test]
 async fn deleting_an_owner_garbage_collects_its_configmap() {

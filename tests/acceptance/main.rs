@@ -3,5 +3,4 @@
 mod crds;
 mod gc;
 mod harness;
-mod support;
 mod validation;

@@ -6,20 +6,15 @@ use kube::{Api, Client};
 use lvms::api::LVMCluster;
 use serde_json::{Value, json};
 
-use crate::support::TestNs;
+use lvms_testkit::TestNs;
+use lvms_testkit::fixtures::{lvm_cluster, volume_group};
 
 fn api(client: &Client, ns: &str) -> Api<DynamicObject> {
     Api::namespaced_with(client.clone(), ns, &ApiResource::erase::<LVMCluster>(&()))
 }
 
 fn cluster(name: &str, classes: Value) -> DynamicObject {
-    serde_json::from_value(json!({
-        "apiVersion": "lvm.topolvm.io/v1alpha1",
-        "kind": "LVMCluster",
-        "metadata": {"name": name},
-        "spec": {"storage": {"deviceClasses": classes}}
-    }))
-    .expect("test object")
+    serde_json::from_value(lvm_cluster(name, classes)).expect("test object")
 }
 
 fn thin_class() -> Value {
@@ -506,11 +501,7 @@ async fn lvmvolumegroup_keeps_lvms_rules() {
         &ApiResource::erase::<LVMVolumeGroup>(&()),
     );
     let vg = |name: &str, spec: Value| -> DynamicObject {
-        serde_json::from_value(
-            json!({"apiVersion": "lvm.topolvm.io/v1alpha1", "kind": "LVMVolumeGroup",
-            "metadata": {"name": name}, "spec": spec}),
-        )
-        .unwrap()
+        serde_json::from_value(volume_group(name, spec)).unwrap()
     };
     let both = vg(
         "both",

@@ -4,18 +4,6 @@
 //! certificates for `system:serviceaccount:<ns>:<name>` from the harness CA), never as
 //! cluster-admin: the RBAC in deploy/rbac is proven, not assumed.
 
-#[path = "../acceptance/support.rs"]
-#[allow(dead_code)]
-mod support;
-
-#[path = "../operator/common.rs"]
-#[allow(dead_code)]
-mod common;
-
-#[path = "../vgmanager/disks.rs"]
-#[allow(dead_code)]
-mod disks;
-
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -27,11 +15,12 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use lvms::api::{LVMStateType, LVMVolumeGroupNodeStatus, VGStatusType};
 use lvms::dev::deploy::{apply_all, render, write_namespace_overlay};
 use lvms::dev::operator::{OperatorOptions, OperatorProcess};
+use lvms_testkit::disks::{Disk, require_prerequisites, vg_names};
+use lvms_testkit::events::assert_no_duplicate_events;
+use lvms_testkit::fixtures::{lvm_cluster, thick_class};
+use lvms_testkit::kubelet::{create_node, register_csi_node};
+use lvms_testkit::{Scenario, eventually};
 use serde_json::{Value, json};
-
-use common::*;
-use disks::{Disk, require_prerequisites, vg_names};
-use support::eventually;
 
 const T: Duration = Duration::from_secs(60);
 
@@ -91,7 +80,7 @@ async fn install(s: &Scenario) -> (PathBuf, PathBuf) {
             .unwrap_or_else(|e| panic!("ServiceAccount {sa}: {e}"));
     }
 
-    let cp = &support::env().cp;
+    let cp = &lvms_testkit::env().cp;
     let kubeconfig = |sa: &str| {
         let path = s.dir.join(format!("{sa}.kubeconfig"));
         cp.write_kubeconfig_for(
@@ -144,13 +133,9 @@ fn operator_as(s: &Scenario, kubeconfig: &Path) -> OperatorProcess {
 }
 
 fn cluster(vg: &str, path: &str, labels: Value) -> Value {
-    json!({
-        "apiVersion": "lvm.topolvm.io/v1alpha1", "kind": "LVMCluster",
-        "metadata": {"name": "my-lvmcluster"},
-        "spec": {"storage": {"deviceClasses": [
-            {"name": vg, "default": true, "deviceSelector": {"paths": [path]},
-             "storageClassOptions": {"additionalLabels": labels}}]}}
-    })
+    let mut class = thick_class(vg, path);
+    class["storageClassOptions"] = json!({"additionalLabels": labels});
+    lvm_cluster("my-lvmcluster", json!([class]))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -8,8 +8,10 @@ use lvms::api::LVMStateType;
 use lvms::dev::operator::OperatorProcess;
 use lvms_journal::{Body, Journal, OutcomeResult};
 
-use crate::common::*;
-use crate::support::eventually;
+use lvms_testkit::events::assert_no_duplicate_events;
+use lvms_testkit::fixtures::thin;
+use lvms_testkit::journal::open_intents;
+use lvms_testkit::{Scenario, eventually};
 
 const T: Duration = Duration::from_secs(30);
 const UNIT: &str = "topolvm-storageclass";
@@ -98,7 +100,7 @@ async fn crash_and_converge(point: &str, expect_replay: Option<&str>) {
     // Inspect agrees (the CLI users run in a post-mortem).
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_lvms"))
         .args(["journal", "inspect", "--open", "-o", "json"])
-        .arg(s.journal_dir.join("operator"))
+        .arg(s.operator_journal())
         .output()
         .expect("lvms journal inspect");
     assert!(out.status.success());

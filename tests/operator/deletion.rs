@@ -10,8 +10,11 @@ use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use lvms::api::{LVMVolumeGroup, LVMVolumeGroupNodeStatus};
 use serde_json::json;
 
-use crate::common::*;
-use crate::support::eventually;
+use lvms_testkit::events::assert_no_duplicate_events;
+use lvms_testkit::fixtures::thin;
+use lvms_testkit::journal::open_intents;
+use lvms_testkit::kubelet::{create_node, register_csi_node};
+use lvms_testkit::{Scenario, eventually};
 
 const T: Duration = Duration::from_secs(45);
 

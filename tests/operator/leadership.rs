@@ -7,8 +7,9 @@ use k8s_openapi::api::storage::v1::StorageClass;
 use kube::api::{Api, DeleteParams};
 use lvms_journal::{Body, Journal};
 
-use crate::common::*;
-use crate::support::eventually;
+use lvms_testkit::fixtures::thin;
+use lvms_testkit::journal::open_intents;
+use lvms_testkit::{Scenario, eventually};
 
 const T: Duration = Duration::from_secs(45);
 

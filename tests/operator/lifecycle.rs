@@ -10,8 +10,10 @@ use kube::api::{Api, ListParams, Patch, PatchParams};
 use lvms::api::{LVMStateType, LVMVolumeGroup, LVMVolumeGroupNodeStatus};
 use serde_json::json;
 
-use crate::common::*;
-use crate::support::{TestNs, eventually};
+use lvms_testkit::events::assert_no_duplicate_events;
+use lvms_testkit::fixtures::{thin, two_classes};
+use lvms_testkit::kubelet::{create_node, register_csi_node};
+use lvms_testkit::{Scenario, TestNs, eventually};
 
 const T: Duration = Duration::from_secs(30);
 

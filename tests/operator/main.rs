@@ -2,11 +2,6 @@
 //! (so crash tests can SIGKILL it), one scenario at a time (its cluster-scoped objects, such
 //! as CSIDriver topolvm.io, are singletons on the API server).
 
-#[path = "../acceptance/support.rs"]
-#[allow(dead_code)]
-mod support;
-
-mod common;
 mod crash;
 mod deletion;
 mod leadership;

@@ -8,8 +8,9 @@ use kube::api::Api;
 use lvms::dev::operator::OperatorProcess;
 use lvms::telemetry::metrics::exposition::{Exposition, parse};
 
-use crate::common::*;
-use crate::support::eventually;
+use lvms_testkit::fixtures::thin;
+use lvms_testkit::kubelet::{create_node, register_csi_node};
+use lvms_testkit::{Scenario, eventually};
 
 const T: Duration = Duration::from_secs(30);
 

@@ -7,8 +7,8 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
 use serde_json::json;
 
-use crate::common::*;
-use crate::support::eventually;
+use lvms_testkit::fixtures::two_classes;
+use lvms_testkit::{Scenario, eventually};
 
 const T: Duration = Duration::from_secs(30);
 

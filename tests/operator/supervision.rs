@@ -6,8 +6,8 @@ use std::time::Duration;
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::api::Api;
 
-use crate::common::*;
-use crate::support::eventually;
+use lvms_testkit::fixtures::thin;
+use lvms_testkit::{Scenario, eventually};
 
 const T: Duration = Duration::from_secs(30);
 

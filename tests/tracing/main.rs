@@ -2,18 +2,6 @@
 //! and the journal records of that reconcile carry its trace id. Real Jaeger v2 (built from
 //! its Go module), real kube-apiserver, real lvm2 on a loop device.
 
-#[path = "../acceptance/support.rs"]
-#[allow(dead_code)]
-mod support;
-
-#[path = "../operator/common.rs"]
-#[allow(dead_code)]
-mod common;
-
-#[path = "../vgmanager/disks.rs"]
-#[allow(dead_code)]
-mod disks;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
@@ -22,10 +10,11 @@ use lvms::dev::jaeger::Jaeger;
 
 use lvms::dev::process::Lifetime;
 use lvms_journal::{Body, Journal};
+use lvms_testkit::Scenario;
+use lvms_testkit::disks::{Disk, require_prerequisites};
+use lvms_testkit::fixtures::{lvm_cluster, thick_class};
+use lvms_testkit::kubelet::{create_node, register_csi_node};
 use serde_json::{Value, json};
-
-use common::*;
-use disks::{Disk, require_prerequisites};
 
 const T: Duration = Duration::from_secs(60);
 
@@ -101,13 +90,11 @@ async fn one_lvmcluster_create_is_one_trace_across_units_and_vg_manager() {
         ("OTEL_TRACES_SAMPLER", "always_on"),
     ];
     let mut op = s.operator(&otel, &[]);
-    let mut vm = s.vg_manager_as("node-a", &crate::support::env().cp.kubeconfig, &otel);
-    s.create_cluster(json!({
-        "apiVersion": "lvm.topolvm.io/v1alpha1", "kind": "LVMCluster",
-        "metadata": {"name": "my-lvmcluster"},
-        "spec": {"storage": {"deviceClasses": [
-            {"name": vg, "default": true, "deviceSelector": {"paths": [d1.link]}}]}}
-    }))
+    let mut vm = s.vg_manager("node-a", &otel);
+    s.create_cluster(lvm_cluster(
+        "my-lvmcluster",
+        json!([thick_class(&vg, &d1.link)]),
+    ))
     .await;
     s.wait_state("my-lvmcluster", LVMStateType::Ready, T).await;
     // A graceful stop flushes the span batches.
@@ -196,17 +183,14 @@ async fn one_lvmcluster_create_is_one_trace_across_units_and_vg_manager() {
     );
 
     // The journal records of that reconcile carry the trace id, in both processes.
-    let op_records = records_of(&s.journal_dir.join("operator"), &trace);
+    let op_records = records_of(&s.operator_journal(), &trace);
     assert!(
         op_records
             .iter()
             .any(|(u, a)| u == "lvmvg-manager" && a == "apply"),
         "operator journal has no apply of the LVMVolumeGroup under {trace}: {op_records:?}"
     );
-    let vm_records = records_of(
-        &s.dir.join("node-a").join("journal").join("vg-manager"),
-        &trace,
-    );
+    let vm_records = records_of(&s.vg_manager_journal("node-a"), &trace);
     assert!(
         vm_records.iter().any(|(_, a)| a == "vgcreate"),
         "vg-manager journal has no vgcreate under {trace}: {vm_records:?}"
@@ -215,7 +199,7 @@ async fn one_lvmcluster_create_is_one_trace_across_units_and_vg_manager() {
     // And `lvms journal inspect --trace` finds them.
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_lvms"))
         .args(["journal", "inspect", "--trace", &trace, "-o", "json"])
-        .arg(s.journal_dir.join("operator"))
+        .arg(s.operator_journal())
         .output()
         .expect("lvms journal inspect");
     assert!(

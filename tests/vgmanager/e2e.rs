@@ -5,22 +5,15 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use lvms::api::{LVMStateType, LVMVolumeGroupNodeStatus, VGStatus, VGStatusType};
 use lvms::dev::operator::OperatorProcess;
 use lvms_journal::{Body, Journal, OutcomeResult};
-use serde_json::{Value, json};
+use serde_json::json;
 
-use crate::common::*;
-use crate::disks::{Disk, pvs_of, require_prerequisites, vg_names};
-use crate::support::eventually;
+use lvms_testkit::disks::{Disk, pvs_of, require_prerequisites, vg_names};
+use lvms_testkit::events::assert_no_duplicate_events;
+use lvms_testkit::fixtures::{host_selector, lvm_cluster, thick_class};
+use lvms_testkit::kubelet::{create_node, register_csi_node};
+use lvms_testkit::{Scenario, eventually};
 
 const T: Duration = Duration::from_secs(60);
-
-fn vg_manager(s: &Scenario, node: &str, env: &[(&str, &str)]) -> OperatorProcess {
-    s.vg_manager_as(node, &crate::support::env().cp.kubeconfig, env)
-}
-
-fn selector(node: &str) -> Value {
-    json!({"nodeSelectorTerms": [{"matchExpressions": [
-        {"key": "kubernetes.io/hostname", "operator": "In", "values": [node]}]}]})
-}
 
 async fn entry(s: &Scenario, node: &str, vg: &str) -> Option<VGStatus> {
     let api: Api<LVMVolumeGroupNodeStatus> = Api::namespaced(s.client.clone(), &s.ns.name);
@@ -50,11 +43,11 @@ async fn ready_entry(
 }
 
 fn lvmd(s: &Scenario, node: &str) -> Option<String> {
-    std::fs::read_to_string(s.dir.join(node).join("lvmd.yaml")).ok()
+    std::fs::read_to_string(s.lvmd_path(node)).ok()
 }
 
-fn journal_intents(dir: &Path, action: &str) -> Vec<(u64, Option<String>)> {
-    let j = Journal::open_copy(dir.join("journal").join("vg-manager")).expect("vg-manager journal");
+fn journal_intents(journal: &Path, action: &str) -> Vec<(u64, Option<String>)> {
+    let j = Journal::open_copy(journal).expect("vg-manager journal");
     let recs: Vec<_> = j.iter().filter_map(Result::ok).collect();
     recs.iter()
         .filter_map(|r| match &r.body {
@@ -101,18 +94,17 @@ async fn two_nodes_reach_ready_extend_reduce_and_tear_down() {
         register_csi_node(&s.client, n, true).await;
     }
     let _op = s.operator(&[], &[]);
-    let _va = vg_manager(&s, "node-a", &[]);
-    let _vb = vg_manager(&s, "node-b", &[]);
-    s.create_cluster(json!({
-        "apiVersion": "lvm.topolvm.io/v1alpha1", "kind": "LVMCluster",
-        "metadata": {"name": "my-lvmcluster"},
-        "spec": {"storage": {"deviceClasses": [
-            {"name": vga, "default": true, "nodeSelector": selector("node-a"),
+    let _va = s.vg_manager("node-a", &[]);
+    let _vb = s.vg_manager("node-b", &[]);
+    s.create_cluster(lvm_cluster(
+        "my-lvmcluster",
+        json!([
+            {"name": vga, "default": true, "nodeSelector": host_selector("node-a"),
              "deviceSelector": {"paths": [a1.link], "optionalPaths": [fs.link, ro.link, pt.link]}},
-            {"name": vgb, "nodeSelector": selector("node-b"),
+            {"name": vgb, "nodeSelector": host_selector("node-b"),
              "deviceSelector": {"paths": [b1.link]}}
-        ]}}
-    }))
+        ]),
+    ))
     .await;
 
     let ea = ready_entry(&s, "node-a", &vga, |_| true).await;
@@ -181,9 +173,9 @@ async fn two_nodes_reach_ready_extend_reduce_and_tear_down() {
     // Day 2: a new path → vgextend; removed again → vgreduce + pvremove.
     let edit = |paths: Vec<String>| {
         json!({"spec": {"storage": {"deviceClasses": [
-            {"name": vga, "default": true, "nodeSelector": selector("node-a"),
+            {"name": vga, "default": true, "nodeSelector": host_selector("node-a"),
              "deviceSelector": {"paths": paths, "optionalPaths": [fs.link, ro.link, pt.link]}},
-            {"name": vgb, "nodeSelector": selector("node-b"), "deviceSelector": {"paths": [b1.link]}}
+            {"name": vgb, "nodeSelector": host_selector("node-b"), "deviceSelector": {"paths": [b1.link]}}
         ]}}})
     };
     s.clusters()
@@ -253,13 +245,11 @@ async fn crash_at_vgcreate(tag: &str, point: &str) -> Option<String> {
     register_csi_node(&s.client, "node-a", true).await;
     let _op = s.operator(&[], &[]);
     let point = format!("{point}:vg/{vg}#vgcreate");
-    let mut crashing = vg_manager(&s, "node-a", &[("LVMS_CRASH_AT", &point)]);
-    s.create_cluster(json!({
-        "apiVersion": "lvm.topolvm.io/v1alpha1", "kind": "LVMCluster",
-        "metadata": {"name": "my-lvmcluster"},
-        "spec": {"storage": {"deviceClasses": [
-            {"name": vg, "default": true, "deviceSelector": {"paths": [d1.link]}}]}}
-    }))
+    let mut crashing = s.vg_manager("node-a", &[("LVMS_CRASH_AT", &point)]);
+    s.create_cluster(lvm_cluster(
+        "my-lvmcluster",
+        json!([thick_class(&vg, &d1.link)]),
+    ))
     .await;
     let status = crashing
         .wait_exit(T)
@@ -278,14 +268,14 @@ async fn crash_at_vgcreate(tag: &str, point: &str) -> Option<String> {
     );
     drop(crashing);
 
-    let _vm = vg_manager(&s, "node-a", &[]);
+    let _vm = s.vg_manager("node-a", &[]);
     ready_entry(&s, "node-a", &vg, |e| {
         e.devices == vec![d1.loop_dev.clone()]
     })
     .await;
     s.wait_state("my-lvmcluster", LVMStateType::Ready, T).await;
-    let dir = s.dir.join("node-a");
-    let creates = journal_intents(&dir, "vgcreate");
+    let journal = s.vg_manager_journal("node-a");
+    let creates = journal_intents(&journal, "vgcreate");
     assert_eq!(
         creates.len(),
         1,
@@ -293,7 +283,7 @@ async fn crash_at_vgcreate(tag: &str, point: &str) -> Option<String> {
     );
     tokio::time::sleep(Duration::from_millis(800)).await;
     assert_no_duplicate_events(&s.events().await);
-    let j = Journal::open_copy(dir.join("journal").join("vg-manager")).expect("journal");
+    let j = Journal::open_copy(&journal).expect("journal");
     assert_eq!(
         j.open_intents().expect("open intents").len(),
         0,
@@ -340,20 +330,17 @@ async fn dynamic_discovery_extends_when_a_new_disk_appears() {
     register_csi_node(&s.client, "node-a", true).await;
     let _op = s.operator(&[], &[]);
     let allow_s = allow.to_string_lossy().into_owned();
-    let _vm = vg_manager(
-        &s,
+    let _vm = s.vg_manager(
         "node-a",
         &[
             ("LVMS_DEVICE_ALLOWLIST", &allow_s),
             ("LVMS_RECONCILE_INTERVAL", "1s"),
         ],
     );
-    s.create_cluster(json!({
-        "apiVersion": "lvm.topolvm.io/v1alpha1", "kind": "LVMCluster",
-        "metadata": {"name": "my-lvmcluster"},
-        "spec": {"storage": {"deviceClasses": [
-            {"name": vg, "default": true, "deviceDiscoveryPolicy": "Dynamic"}]}}
-    }))
+    s.create_cluster(lvm_cluster(
+        "my-lvmcluster",
+        json!([{"name": vg, "default": true, "deviceDiscoveryPolicy": "Dynamic"}]),
+    ))
     .await;
     let e = ready_entry(&s, "node-a", &vg, |_| true).await;
     assert_eq!(e.devices, vec![d1.loop_dev.clone()]);
@@ -378,12 +365,12 @@ async fn dynamic_discovery_extends_when_a_new_disk_appears() {
     let mut want = vec![d1.loop_dev.clone(), d2.loop_dev.clone()];
     want.sort();
     assert_eq!(pvs, want);
-    let dir = s.dir.join("node-a");
-    assert_eq!(journal_intents(&dir, "vgcreate").len(), 1);
-    assert_eq!(journal_intents(&dir, "vgextend").len(), 1);
+    let journal = s.vg_manager_journal("node-a");
+    assert_eq!(journal_intents(&journal, "vgcreate").len(), 1);
+    assert_eq!(journal_intents(&journal, "vgextend").len(), 1);
     // Steady state on the requeue: no further host mutation.
     tokio::time::sleep(Duration::from_millis(2500)).await;
-    assert_eq!(journal_intents(&dir, "vgextend").len(), 1);
+    assert_eq!(journal_intents(&journal, "vgextend").len(), 1);
     assert!(lvmd(&s, "node-a").is_some_and(|t| t.contains(&format!("volume-group: {vg}"))));
 }
 
@@ -401,14 +388,12 @@ async fn force_wipe_wipes_once_then_builds_the_volume_group() {
     create_node(&s.client, "node-a", false).await;
     register_csi_node(&s.client, "node-a", true).await;
     let _op = s.operator(&[], &[]);
-    let _vm = vg_manager(&s, "node-a", &[]);
-    s.create_cluster(json!({
-        "apiVersion": "lvm.topolvm.io/v1alpha1", "kind": "LVMCluster",
-        "metadata": {"name": "my-lvmcluster"},
-        "spec": {"storage": {"deviceClasses": [
-            {"name": vg, "default": true,
-             "deviceSelector": {"paths": [d1.link], "forceWipeDevicesAndDestroyAllData": true}}]}}
-    }))
+    let _vm = s.vg_manager("node-a", &[]);
+    s.create_cluster(lvm_cluster(
+        "my-lvmcluster",
+        json!([{"name": vg, "default": true,
+                "deviceSelector": {"paths": [d1.link], "forceWipeDevicesAndDestroyAllData": true}}]),
+    ))
     .await;
     ready_entry(&s, "node-a", &vg, |e| {
         e.devices == vec![d1.loop_dev.clone()]
@@ -428,6 +413,6 @@ async fn force_wipe_wipes_once_then_builds_the_volume_group() {
             .contains_key("wiped.devices.lvms.openshift.io/node-a"),
         "no per-node wiped annotation"
     );
-    let wipes = journal_intents(&s.dir.join("node-a"), "wipefs");
+    let wipes = journal_intents(&s.vg_manager_journal("node-a"), "wipefs");
     assert_eq!(wipes.len(), 1, "wiped more than once: {wipes:?}");
 }

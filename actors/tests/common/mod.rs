@@ -484,19 +484,19 @@ impl EventSink for FakeSink {
 }
 
 /// Maps pass outcomes (only) to Events: Normal on success, Warning with the error otherwise.
-pub fn pass_event(j: &Journal, rec: &Record) -> Vec<EventSpec> {
-    pass_event_one(j, rec).into_iter().collect()
+pub fn pass_event(j: &Journal, rec: &Record) -> lvms_journal::Result<Vec<EventSpec>> {
+    Ok(pass_event_one(j, rec).into_iter().collect())
 }
 
 /// Like [`pass_event`], plus a copy regarding a second object (uid `<uid>-owner`), as LVMS
 /// sends vg-manager Events to the volume group and its owner.
-pub fn pass_event_and_owner(j: &Journal, rec: &Record) -> Vec<EventSpec> {
+pub fn pass_event_and_owner(j: &Journal, rec: &Record) -> lvms_journal::Result<Vec<EventSpec>> {
     let Some(spec) = pass_event_one(j, rec) else {
-        return Vec::new();
+        return Ok(Vec::new());
     };
     let mut owner = spec.clone();
     owner.regarding.uid = format!("{}-owner", spec.regarding.uid);
-    vec![spec, owner]
+    Ok(vec![spec, owner])
 }
 
 fn pass_event_one(j: &Journal, rec: &Record) -> Option<EventSpec> {

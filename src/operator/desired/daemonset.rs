@@ -341,6 +341,7 @@ pub fn daemonset_ready(ds: &DaemonSet) -> bool {
     if strategy.and_then(|s| s.type_.as_deref()) != Some("RollingUpdate") {
         return true;
     }
+    // No status yet reads as Go's zero-valued one, as LVMS's check does.
     let status = ds.status.clone().unwrap_or_default();
     let desired = status.desired_number_scheduled;
     if status.updated_number_scheduled.unwrap_or(0) != desired {

@@ -9,15 +9,17 @@ pub const REASON_SUCCESS: &str = "ResourceReconciliationSuccess";
 pub const REASON_INCOMPLETE: &str = "ResourceReconciliationIncomplete";
 
 /// A step outcome carrying `event.*` detail → that Event; a pass outcome → success or
-/// incomplete (DeletionPending keeps its own reason); anything else → no Event.
-pub fn event_for(journal: &Journal, rec: &Record) -> Option<EventSpec> {
+/// incomplete (DeletionPending keeps its own reason); anything else → no Event. An intent that
+/// cannot be read is an error (the publisher retries), never "no Event".
+pub fn event_for(journal: &Journal, rec: &Record) -> lvms_journal::Result<Option<EventSpec>> {
     let Body::Outcome(o) = &rec.body else {
-        return None;
+        return Ok(None);
     };
+    // Absent detail keys are empty text: formatting only.
     if let OutcomeResult::Ok { detail, .. } = &o.result
         && let Some(reason) = detail.get("event.reason")
     {
-        return Some(EventSpec {
+        return Ok(Some(EventSpec {
             regarding: o.object.clone(),
             type_: if detail.get("event.type").map(String::as_str) == Some("Warning") {
                 EventType::Warning
@@ -27,21 +29,21 @@ pub fn event_for(journal: &Journal, rec: &Record) -> Option<EventSpec> {
             reason: reason.clone(),
             note: detail.get("event.note").cloned().unwrap_or_default(),
             action: "Reconcile".into(),
-        });
+        }));
     }
-    let intent = match journal.get(o.intent_seq).ok()?? {
-        Record {
+    let intent = match journal.get(o.intent_seq)? {
+        Some(Record {
             body: Body::Intent(i),
             ..
-        } => i,
-        _ => return None,
+        }) => i,
+        _ => return Ok(None),
     };
     // The status projector's own passes are status, not news.
     if intent.action != PASS_ACTION
         || o.object.uid.is_empty()
         || o.unit == super::status_projector::UNIT
     {
-        return None;
+        return Ok(None);
     }
     let (type_, reason, note) = match &o.result {
         OutcomeResult::Ok { detail, .. } => (
@@ -66,11 +68,11 @@ pub fn event_for(journal: &Journal, rec: &Record) -> Option<EventSpec> {
             format!("{}: {reason}: {message}", o.unit),
         ),
     };
-    Some(EventSpec {
+    Ok(Some(EventSpec {
         regarding: o.object.clone(),
         type_,
         reason,
         note,
         action: "Reconcile".into(),
-    })
+    }))
 }

@@ -27,19 +27,10 @@ use crate::operator::desired::daemonset::vg_manager_labels;
 use crate::operator::plan::{Step, plan};
 use crate::operator::singleton::Rejected;
 
-pub const UNIT: &str = "lvmcluster";
+pub const UNIT: &str = super::table::UnitId::Lifecycle.name();
 pub const REASON_DELETION_PENDING: &str = "DeletionPending";
 
-/// LVMS's teardown order (`EnsureDeleted` in sequence).
-pub const TEARDOWN: [Kind; 7] = [
-    Kind::VolumeGroup,
-    Kind::DaemonSet,
-    Kind::NodeStatus,
-    Kind::StorageClass,
-    Kind::CsiDriver,
-    Kind::Scc,
-    Kind::SnapshotClass,
-];
+pub use super::table::TEARDOWN;
 
 pub struct LifecycleUnit {
     pub ctx: Arc<Ctx>,
@@ -180,6 +171,7 @@ impl LifecycleUnit {
             .iter()
             .filter(|pv| {
                 pv.spec.as_ref().is_some_and(|s| {
+                    // A PV without a class is on none of ours (the list itself was read above).
                     let sc = s.storage_class_name.clone().unwrap_or_default();
                     names.contains(&sc)
                         && (retain.contains(&sc)
@@ -273,7 +265,7 @@ impl LifecycleUnit {
                 .with_retry_after(Duration::from_secs(10)));
         }
         for kind in TEARDOWN {
-            let current = self.ctx.current(kind, cluster);
+            let current = self.ctx.current(kind, cluster)?;
             if current.is_empty() {
                 if kind == Kind::DaemonSet {
                     let pods = self.vg_manager_pods().await?;

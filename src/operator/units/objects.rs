@@ -124,7 +124,7 @@ impl Unit for ObjectsUnit {
         let desired = desired_values(self.kind, &cluster, &world)
             .map_err(|m| UnitError::permanent("InvalidDesiredState", m))?;
         let wanted = desired.len();
-        let current = self.ctx.current(self.kind, &cluster);
+        let current = self.ctx.current(self.kind, &cluster)?;
         let todo = plan(desired, &current);
         for step in todo {
             match step {
@@ -182,12 +182,18 @@ impl Unit for ObjectsUnit {
     ) -> Result<BTreeMap<String, String>, UnitError> {
         let o = &intent.object;
         let current = apply::get(&self.ctx.client, self.kind, &o.namespace, &o.name).await?;
-        let desired = self.ctx.primary().and_then(|c| {
-            let world = self.ctx.world();
-            let mut objs = desired_values(self.kind, &c, &world).ok()?;
-            objs.retain(|v| v["metadata"]["name"].as_str() == Some(o.name.as_str()));
-            objs.pop()
-        });
+        // Desired objects that cannot be computed are an error, never "not desired": that
+        // would finish an open delete of an object that is still wanted.
+        let desired = match self.ctx.primary() {
+            Some(c) => {
+                let world = self.ctx.world();
+                let mut objs = desired_values(self.kind, &c, &world)
+                    .map_err(|m| UnitError::permanent("InvalidDesiredState", m))?;
+                objs.retain(|v| v["metadata"]["name"].as_str() == Some(o.name.as_str()));
+                objs.pop()
+            }
+            None => None,
+        };
         let note = |s: &str| BTreeMap::from([("replay".to_string(), s.to_string())]);
         match (intent.action.as_str(), desired, current) {
             ("apply", Some(mut want), cur) => {

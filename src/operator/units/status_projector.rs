@@ -15,7 +15,7 @@ use crate::kube::apply;
 use crate::operator::context::{Ctx, object_ref};
 use crate::operator::status::{UnitHealth, fold_status};
 
-pub const UNIT: &str = "status";
+pub const UNIT: &str = super::table::UnitId::Status.name();
 
 pub struct StatusUnit {
     pub ctx: Arc<Ctx>,

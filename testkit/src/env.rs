@@ -1,4 +1,4 @@
-//! One real control plane per test binary (etcd + kube-apiserver + kube-controller-manager on
+//! One real control plane per test process (etcd + kube-apiserver + kube-controller-manager on
 //! loopback, lvms CRDs installed), and one namespace per test. The processes die with the test
 //! process (PR_SET_PDEATHSIG), also when a test panics or the binary is killed.
 
@@ -12,12 +12,17 @@ use kube::api::{DeleteParams, PostParams};
 use kube::{Api, Client};
 use lvms::dev::{ControlPlane, Lifetime, Options};
 
+use crate::fixtures;
+
 pub struct Env {
     pub cp: ControlPlane,
 }
 
-fn repo() -> &'static Path {
+/// The repository root (this crate lives in `<repo>/testkit`).
+pub fn repo() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("testkit/ has a parent")
 }
 
 /// Builds (or finds cached) control-plane binaries. A missing Go toolchain or a failed build is
@@ -39,8 +44,9 @@ fn ensure_binaries() -> PathBuf {
     PathBuf::from(String::from_utf8_lossy(&out.stdout).trim().to_string())
 }
 
-/// Removes working directories of earlier test processes that are gone (e.g. SIGKILLed).
-fn sweep_stale(base: &Path) {
+/// Removes working directories of earlier processes that are gone (e.g. SIGKILLed): the
+/// entries of `base` named by a pid that is no longer alive.
+pub fn sweep_stale(base: &Path) {
     let Ok(entries) = std::fs::read_dir(base) else {
         return;
     };
@@ -106,10 +112,8 @@ impl TestNs {
         static COUNTER: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
         let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let name = format!("{prefix}-{}-{n}", std::process::id());
-        let ns: Namespace = serde_json::from_value(serde_json::json!({"metadata": {"name": name}}))
-            .expect("namespace");
         Api::<Namespace>::all(client.clone())
-            .create(&PostParams::default(), &ns)
+            .create(&PostParams::default(), &fixtures::namespace(&name))
             .await
             .expect("creating test namespace");
         Self { name, client }
@@ -134,23 +138,5 @@ impl Drop for TestNs {
             })
         })
         .join();
-    }
-}
-
-/// Polls `f` until it returns Some or `timeout` passes.
-pub async fn eventually<T, F, Fut>(timeout: Duration, mut f: F) -> Option<T>
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let deadline = tokio::time::Instant::now() + timeout;
-    loop {
-        if let Some(v) = f().await {
-            return Some(v);
-        }
-        if tokio::time::Instant::now() > deadline {
-            return None;
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }

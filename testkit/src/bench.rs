@@ -1,11 +1,18 @@
 //! What the benchmarks share: the `cargo bench` entry, env knobs, the `lvms` binary, the
-//! target directory for reports, and waiting for a process's `/readyz`.
+//! target directory for reports, a bare control plane, and waiting for a process's `/readyz`.
 
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use lvms::dev::operator::{OperatorProcess, lvms_bin_near};
+use k8s_openapi::api::core::v1::Namespace;
+use kube::Client;
+use kube::api::{Api, PostParams};
+use lvms::dev::operator::OperatorProcess;
+use lvms::dev::{ControlPlane, Lifetime, Options};
+
+use crate::fixtures;
+use crate::process::tail;
 
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 pub type Result<T> = std::result::Result<T, BoxError>;
@@ -42,24 +49,11 @@ pub fn env_list(name: &str, default: &[usize]) -> Vec<usize> {
     }
 }
 
-/// `$LVMS_BIN`, else the `lvms` built for this bench (cargo builds the package's binaries
-/// for benches), else one next to this executable.
+/// `$LVMS_BIN`, else the `lvms` built for this bench ([`crate::process::lvms_bin`]).
 pub fn lvms_bin() -> PathBuf {
-    if let Some(p) = std::env::var_os("LVMS_BIN") {
-        return PathBuf::from(p);
-    }
-    let built = PathBuf::from(env!("CARGO_BIN_EXE_lvms"));
-    if built.is_file() {
-        return built;
-    }
-    let exe = std::env::current_exe().expect("current_exe");
-    lvms_bin_near(&exe).unwrap_or_else(|| {
-        panic!(
-            "no `lvms` binary at {} nor near {}: run `cargo build --release --bin lvms` (or set LVMS_BIN)",
-            built.display(),
-            exe.display()
-        )
-    })
+    std::env::var_os("LVMS_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(crate::process::lvms_bin)
 }
 
 /// The cargo target directory this bench was built in (`<target>/release/deps/<bench>-*`).
@@ -71,10 +65,23 @@ pub fn target_dir() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("target"))
 }
 
-/// The last `n` lines of `text`.
-pub fn tail(text: &str, n: usize) -> String {
-    let lines: Vec<&str> = text.lines().collect();
-    lines[lines.len().saturating_sub(n)..].join("\n")
+/// etcd + kube-apiserver in `dir` (no kube-controller-manager: nothing but the processes
+/// measured and the bench talk to the API server), lvms CRDs installed, `namespace` created.
+pub async fn control_plane(
+    dir: &Path,
+    bins: &Path,
+    namespace: &str,
+) -> Result<(ControlPlane, Client)> {
+    let mut opts = Options::new(dir, Lifetime::DieWithParent);
+    opts.bin_dir = bins.to_path_buf();
+    opts.controller_manager = false;
+    let cp = ControlPlane::start(opts).await?;
+    let client = cp.client().await?;
+    lvms::dev::crds::install_crds(&client, Duration::from_secs(60)).await?;
+    Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &fixtures::namespace(namespace))
+        .await?;
+    Ok((cp, client))
 }
 
 /// Polls `/readyz` every `poll` until 200, the process exits, or `timeout`.

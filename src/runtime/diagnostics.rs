@@ -51,6 +51,7 @@ pub async fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
 
 pub async fn serve(listener: TcpListener, ready: ReadyCheck, metrics: MetricsText) {
     loop {
+        // A failed accept concerns that one connection; the prober just tries again.
         let Ok((mut sock, peer)) = listener.accept().await else {
             continue;
         };
@@ -71,6 +72,7 @@ pub async fn serve(listener: TcpListener, ready: ReadyCheck, metrics: MetricsTex
             }
             let text = String::from_utf8_lossy(&buf);
             let line = text.lines().next().unwrap_or_default();
+            // A client that went away gets no answer; nothing else depends on it.
             let _ = sock
                 .write_all(route(line, &ready, &metrics).as_bytes())
                 .await;

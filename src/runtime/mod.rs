@@ -16,8 +16,10 @@ use lvms_journal::Journal;
 use ractor::{Actor, ActorRef};
 use tokio::task::JoinHandle;
 
-use crate::operator::diagnostics::{self, ReadyCheck};
+pub mod diagnostics;
+
 use crate::telemetry::metrics::MetricsText;
+use diagnostics::ReadyCheck;
 
 /// `/healthz` + `/readyz`: ready once the caches are synced, until supervision gives up;
 /// `/metrics`: the process's registry.
@@ -38,6 +40,7 @@ impl Diagnostics {
                 if synced.load(Ordering::Acquire) {
                     Ok(())
                 } else {
+                    // Detail for a /readyz that fails anyway; poisoned it is just left out.
                     let failing = crate::kube::caches::watch_errors()
                         .lock()
                         .map(|m| {
@@ -83,6 +86,8 @@ pub struct PublisherSlot(Arc<Mutex<Option<ActorRef<PublisherMsg>>>>);
 
 impl PublisherSlot {
     pub fn poke(&self) {
+        // Best effort: a publisher that is down or restarting rescans the journal from its
+        // cursor when it starts, so a lost poke loses no Event.
         if let Some(p) = self.0.lock().ok().and_then(|s| s.clone()) {
             let _ = p.send_message(PublisherMsg::Outcome(0));
         }

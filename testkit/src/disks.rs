@@ -1,10 +1,12 @@
 //! Loop-device disks for one test, removed (VG, PV, loop device, symlink) on drop — also when
-//! the test fails. Only devices this guard created are ever touched.
+//! the test fails. Only devices this guard created are ever touched. And what lvm2 sees
+//! (VGs, PV labels), with activation off (no device-mapper here).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use lvms::dev::operator::NO_DM_LVM_CONFIG;
+use serde_json::Value;
 
 pub struct Disk {
     pub loop_dev: String,
@@ -27,22 +29,38 @@ fn run(cmd: &str, args: &[&str]) -> (bool, String) {
     )
 }
 
-/// Loud, never a skip: these tests need root, loop devices and lvm2.
-pub fn require_prerequisites() {
-    for tool in ["losetup", "vgcreate", "lsblk"] {
+/// An lvm2 command with activation off (`--config NO_DM_LVM_CONFIG`): (success, stdout +
+/// stderr).
+pub fn lvm(cmd: &str, args: &[&str]) -> (bool, String) {
+    let mut all = vec!["--config", NO_DM_LVM_CONFIG];
+    all.extend_from_slice(args);
+    run(cmd, &all)
+}
+
+/// What these tests need and this machine lacks (tools, loop devices), as the fix to apply;
+/// `None` if nothing is missing.
+pub fn missing_prerequisites(tools: &[&str]) -> Option<String> {
+    for tool in tools {
         let found = std::env::var_os("PATH")
             .map(|p| std::env::split_paths(&p).any(|d| d.join(tool).exists()))
             .unwrap_or(false)
             || Path::new("/usr/sbin").join(tool).exists();
-        assert!(
-            found,
-            "{tool} is missing: install lvm2 and util-linux (apt-get install -y lvm2)"
-        );
+        if !found {
+            return Some(format!(
+                "{tool} is missing: install lvm2 and util-linux (apt-get install -y lvm2)"
+            ));
+        }
     }
-    assert!(
-        Path::new("/dev/loop-control").exists(),
-        "/dev/loop-control is missing: these tests need loop devices (run as root on a host or privileged container)"
-    );
+    (!Path::new("/dev/loop-control").exists()).then(|| {
+        "/dev/loop-control is missing: these tests need loop devices (run as root on a host or privileged container)".to_string()
+    })
+}
+
+/// Loud, never a skip: these tests need root, loop devices and lvm2.
+pub fn require_prerequisites() {
+    if let Some(missing) = missing_prerequisites(&["losetup", "vgcreate", "lsblk"]) {
+        panic!("{missing}");
+    }
 }
 
 impl Disk {
@@ -115,25 +133,12 @@ impl Disk {
 impl Drop for Disk {
     fn drop(&mut self) {
         // Whatever VG this PV ended up in: remove it, then the PV label, then the device.
-        let (_, vg) = run(
-            "pvs",
-            &[
-                "--config",
-                NO_DM_LVM_CONFIG,
-                "--noheadings",
-                "-o",
-                "vg_name",
-                &self.loop_dev,
-            ],
-        );
+        let (_, vg) = lvm("pvs", &["--noheadings", "-o", "vg_name", &self.loop_dev]);
         let vg = vg.trim();
         if !vg.is_empty() && !vg.contains(' ') {
-            run("vgremove", &["--config", NO_DM_LVM_CONFIG, "-f", vg]);
+            lvm("vgremove", &["-f", vg]);
         }
-        run(
-            "pvremove",
-            &["--config", NO_DM_LVM_CONFIG, "-ff", "-y", &self.loop_dev],
-        );
+        lvm("pvremove", &["-ff", "-y", &self.loop_dev]);
         run("losetup", &["-d", &self.loop_dev]);
         let _ = std::fs::remove_file(&self.link);
         let _ = std::fs::remove_file(&self.image);
@@ -147,16 +152,7 @@ impl Drop for Disk {
 
 /// The VGs lvm2 sees (tagged or not).
 pub fn vg_names() -> Vec<String> {
-    let (_, out) = run(
-        "vgs",
-        &[
-            "--config",
-            NO_DM_LVM_CONFIG,
-            "--noheadings",
-            "-o",
-            "vg_name",
-        ],
-    );
+    let (_, out) = lvm("vgs", &["--noheadings", "-o", "vg_name"]);
     out.lines()
         .map(|l| l.trim().to_string())
         .filter(|l| !l.is_empty() && !l.contains(' '))
@@ -165,36 +161,43 @@ pub fn vg_names() -> Vec<String> {
 
 /// Whether `dev` carries an LVM PV label (in a VG or not).
 pub fn labelled(dev: &str) -> bool {
-    let (ok, out) = run(
-        "pvs",
-        &[
-            "--config",
-            NO_DM_LVM_CONFIG,
-            "--noheadings",
-            "-o",
-            "pv_name",
-        ],
-    );
+    let (ok, out) = lvm("pvs", &["--noheadings", "-o", "pv_name"]);
     assert!(ok, "pvs failed: {out}");
     out.lines().any(|l| l.trim() == dev)
 }
 
+/// The PVs of `vg`.
 pub fn pvs_of(vg: &str) -> Vec<String> {
-    let (_, out) = run(
-        "pvs",
-        &[
-            "--config",
-            NO_DM_LVM_CONFIG,
-            "--noheadings",
-            "-o",
-            "pv_name,vg_name",
-        ],
-    );
+    let (_, out) = lvm("pvs", &["--noheadings", "-o", "pv_name,vg_name"]);
     out.lines()
         .filter_map(|l| {
             let mut f = l.split_whitespace();
             let (pv, v) = (f.next()?, f.next()?);
             (v == vg).then(|| pv.to_string())
+        })
+        .collect()
+}
+
+/// Every PV label lvm2 sees: (device, VG name or "").
+pub fn pvs() -> Vec<(String, String)> {
+    let (ok, out) = lvm("pvs", &["--reportformat", "json", "-o", "pv_name,vg_name"]);
+    assert!(ok, "pvs --reportformat json failed: {out}");
+    let start = out.find('{').unwrap_or(0);
+    let v: Value = serde_json::Deserializer::from_str(&out[start..])
+        .into_iter::<Value>()
+        .next()
+        .and_then(Result::ok)
+        .unwrap_or_else(|| panic!("pvs json: {out}"));
+    v["report"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|r| r["pv"].as_array().cloned().unwrap_or_default())
+        .map(|pv| {
+            (
+                pv["pv_name"].as_str().unwrap_or_default().to_string(),
+                pv["vg_name"].as_str().unwrap_or_default().to_string(),
+            )
         })
         .collect()
 }

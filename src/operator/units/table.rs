@@ -1,0 +1,218 @@
+//! The one table of the operator's reconcile units: each unit's name, the kind it writes, the
+//! watch sources that wake it, the API it needs, whether ResourcesAvailable waits for it, and
+//! where it stands in teardown. Adding a unit is adding a row here.
+
+use crate::kube::caches::Source;
+use crate::kube::discovery::Capabilities;
+use crate::kube::kinds::Kind;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum UnitId {
+    /// Singleton rules, finalizer, deletion (teardown in [`TEARDOWN`] order).
+    Lifecycle,
+    CsiDriver,
+    VgManager,
+    VolumeGroups,
+    NodeStatuses,
+    StorageClasses,
+    Scc,
+    SnapshotClasses,
+    /// Waits for kubelet's CSI registration (and its removal before teardown ends).
+    CsiNodes,
+    /// The status projector.
+    Status,
+}
+
+/// The optional API a unit needs; without it the unit does not run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Needs {
+    Nothing,
+    /// `security.openshift.io` SecurityContextConstraints.
+    Scc,
+    /// `snapshot.storage.k8s.io` VolumeSnapshotClass.
+    Snapshots,
+}
+
+/// LVMS's teardown order (`EnsureDeleted` in sequence), by the unit owning each kind.
+pub const TEARDOWN_UNITS: [UnitId; 7] = [
+    UnitId::VolumeGroups,
+    UnitId::VgManager,
+    UnitId::NodeStatuses,
+    UnitId::StorageClasses,
+    UnitId::CsiDriver,
+    UnitId::Scc,
+    UnitId::SnapshotClasses,
+];
+
+/// The kinds teardown deletes, in order.
+pub const TEARDOWN: [Kind; 7] = {
+    let mut kinds = [Kind::LvmCluster; 7];
+    let mut i = 0;
+    while i < TEARDOWN_UNITS.len() {
+        kinds[i] = match TEARDOWN_UNITS[i].writes() {
+            Some(k) => k,
+            None => panic!("a teardown unit writes no kind"),
+        };
+        i += 1;
+    }
+    kinds
+};
+
+impl UnitId {
+    pub const ALL: [UnitId; 10] = [
+        UnitId::Lifecycle,
+        UnitId::CsiDriver,
+        UnitId::VgManager,
+        UnitId::VolumeGroups,
+        UnitId::NodeStatuses,
+        UnitId::StorageClasses,
+        UnitId::Scc,
+        UnitId::SnapshotClasses,
+        UnitId::CsiNodes,
+        UnitId::Status,
+    ];
+
+    /// LVMS's `GetName()` (journal, Events, logs, metrics); lvms's own for lifecycle/status.
+    pub const fn name(self) -> &'static str {
+        match self {
+            UnitId::Lifecycle => "lvmcluster",
+            UnitId::CsiDriver => "topolvm-csi-driver",
+            UnitId::VgManager => "vg-manager",
+            UnitId::VolumeGroups => "lvmvg-manager",
+            UnitId::NodeStatuses => "lvmvgnodestatus",
+            UnitId::StorageClasses => "topolvm-storageclass",
+            UnitId::Scc => "topolvm-scc",
+            UnitId::SnapshotClasses => "topolvm-volumeSnapshotClass",
+            UnitId::CsiNodes => "topolvm-csi-node-registrations",
+            UnitId::Status => "status",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<UnitId> {
+        UnitId::ALL.into_iter().find(|u| u.name() == name)
+    }
+
+    /// The kind an object unit writes (desired → plan → apply/delete).
+    pub const fn writes(self) -> Option<Kind> {
+        match self {
+            UnitId::CsiDriver => Some(Kind::CsiDriver),
+            UnitId::VgManager => Some(Kind::DaemonSet),
+            UnitId::VolumeGroups => Some(Kind::VolumeGroup),
+            UnitId::NodeStatuses => Some(Kind::NodeStatus),
+            UnitId::StorageClasses => Some(Kind::StorageClass),
+            UnitId::Scc => Some(Kind::Scc),
+            UnitId::SnapshotClasses => Some(Kind::SnapshotClass),
+            UnitId::Lifecycle | UnitId::CsiNodes | UnitId::Status => None,
+        }
+    }
+
+    /// Watch sources whose changes wake this unit, besides the LVMCluster (which wakes every
+    /// unit). Level-based: a woken unit re-reads all it needs; this only avoids waking units
+    /// for nothing. `None` = every source.
+    pub const fn watches(self) -> Option<&'static [Source]> {
+        use Source::*;
+        match self {
+            UnitId::Lifecycle => None,
+            UnitId::CsiDriver => Some(&[CsiDriver]),
+            UnitId::VgManager => Some(&[DaemonSet]),
+            UnitId::VolumeGroups => Some(&[VolumeGroup]),
+            UnitId::NodeStatuses => Some(&[NodeStatus, Node]),
+            UnitId::StorageClasses => Some(&[StorageClass]),
+            UnitId::Scc => Some(&[Scc]),
+            UnitId::SnapshotClasses => Some(&[SnapshotClass]),
+            UnitId::CsiNodes => Some(&[CsiNode, Node]),
+            UnitId::Status => Some(&[NodeStatus, Node]),
+        }
+    }
+
+    pub const fn needs(self) -> Needs {
+        match self {
+            UnitId::Scc => Needs::Scc,
+            UnitId::SnapshotClasses => Needs::Snapshots,
+            _ => Needs::Nothing,
+        }
+    }
+
+    /// Whether ResourcesAvailable waits for this unit's first successful pass (LVMS's
+    /// resource units; lifecycle and status are the operator's own machinery).
+    pub const fn expected(self) -> bool {
+        !matches!(self, UnitId::Lifecycle | UnitId::Status)
+    }
+
+    pub fn runs_with(self, c: &Capabilities) -> bool {
+        match self.needs() {
+            Needs::Nothing => true,
+            Needs::Scc => c.scc,
+            Needs::Snapshots => c.snapshots,
+        }
+    }
+
+    /// Does a change in `source` matter to this unit?
+    pub fn woken_by(self, source: Source) -> bool {
+        source == Source::Cluster || self.watches().is_none_or(|w| w.contains(&source))
+    }
+}
+
+/// The units that run on a cluster with these APIs, in table order.
+pub fn units(c: &Capabilities) -> impl Iterator<Item = UnitId> + '_ {
+    UnitId::ALL.into_iter().filter(|u| u.runs_with(c))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_unique_and_round_trip() {
+        let mut names: Vec<&str> = UnitId::ALL.iter().map(|u| u.name()).collect();
+        for u in UnitId::ALL {
+            assert_eq!(UnitId::from_name(u.name()), Some(u));
+        }
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), UnitId::ALL.len());
+        assert_eq!(UnitId::from_name("nope"), None);
+    }
+
+    #[test]
+    fn teardown_follows_lvms_order() {
+        assert_eq!(
+            TEARDOWN,
+            [
+                Kind::VolumeGroup,
+                Kind::DaemonSet,
+                Kind::NodeStatus,
+                Kind::StorageClass,
+                Kind::CsiDriver,
+                Kind::Scc,
+                Kind::SnapshotClass,
+            ]
+        );
+        // Every object unit is torn down.
+        for u in UnitId::ALL.into_iter().filter(|u| u.writes().is_some()) {
+            assert!(TEARDOWN_UNITS.contains(&u), "{u:?} is never torn down");
+        }
+    }
+
+    #[test]
+    fn optional_apis_decide_which_units_run() {
+        let none = Capabilities::default();
+        let all = Capabilities {
+            scc: true,
+            snapshots: true,
+        };
+        assert_eq!(units(&none).count(), 8);
+        assert_eq!(units(&all).count(), 10);
+        assert!(!units(&none).any(|u| u == UnitId::Scc || u == UnitId::SnapshotClasses));
+    }
+
+    #[test]
+    fn routing_is_narrow_but_the_cluster_wakes_everyone() {
+        assert!(UnitId::StorageClasses.woken_by(Source::Cluster));
+        assert!(UnitId::StorageClasses.woken_by(Source::StorageClass));
+        assert!(!UnitId::StorageClasses.woken_by(Source::Node));
+        assert!(UnitId::NodeStatuses.woken_by(Source::Node));
+        assert!(UnitId::Status.woken_by(Source::NodeStatus));
+        assert!(UnitId::Lifecycle.woken_by(Source::CsiNode));
+    }
+}

@@ -1,0 +1,64 @@
+//! Leftovers of an earlier scenario: cluster-scoped objects, and lvms objects anywhere.
+
+use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::storage::v1::{CSIDriver, CSINode, StorageClass};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
+use kube::{Client, ResourceExt};
+use lvms::api::{LVMCluster, LVMVolumeGroup, LVMVolumeGroupNodeStatus};
+use serde_json::json;
+
+async fn strip_and_delete<K>(api: Api<K>)
+where
+    K: kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+{
+    let lp = ListParams::default();
+    let unfinalize = json!({"metadata": {"finalizers": null}});
+    for o in api.list_metadata(&lp).await.expect("list").items {
+        let ns = o.namespace().unwrap_or_default();
+        let api: Api<K> = Api::namespaced(api.clone().into_client(), &ns);
+        let _ = api
+            .patch(
+                &o.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(&unfinalize),
+            )
+            .await;
+        let _ = api.delete(&o.name_any(), &DeleteParams::default()).await;
+    }
+}
+
+/// Deletes every object of a cluster-scoped kind.
+async fn delete_all<K>(client: &Client, what: &str)
+where
+    K: kube::Resource<DynamicType = (), Scope = k8s_openapi::ClusterResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+{
+    let api = Api::<K>::all(client.clone());
+    for o in api
+        .list_metadata(&ListParams::default())
+        .await
+        .expect(what)
+        .items
+    {
+        let _ = api.delete(&o.name_any(), &DeleteParams::default()).await;
+    }
+}
+
+/// Leftovers of an earlier scenario (finalizers stripped so nothing hangs, and no stray
+/// LVMCluster elsewhere for the next operator to report).
+pub async fn clean_cluster_scoped(client: &Client) {
+    strip_and_delete(Api::<LVMCluster>::all(client.clone())).await;
+    strip_and_delete(Api::<LVMVolumeGroup>::all(client.clone())).await;
+    strip_and_delete(Api::<LVMVolumeGroupNodeStatus>::all(client.clone())).await;
+    delete_all::<Node>(client, "nodes").await;
+    delete_all::<CSINode>(client, "csinodes").await;
+    delete_all::<StorageClass>(client, "scs").await;
+    let _ = Api::<CSIDriver>::all(client.clone())
+        .delete("topolvm.io", &DeleteParams::default())
+        .await;
+}

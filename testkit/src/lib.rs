@@ -1,0 +1,27 @@
+//! The kit every integration test binary (tests/) and benchmark (benches/) of lvms shares:
+//!
+//! - [`env`]: one real control plane per test process, and a namespace per test;
+//! - [`scenario`]: one scenario at a time, with its `lvms operator` / `lvms vg-manager`
+//!   processes, journals and LVMCluster helpers;
+//! - [`kubelet`]: what kubelet would do (Nodes, CSINode registrations);
+//! - [`cleanup`]: removing an earlier scenario's cluster-scoped leftovers;
+//! - [`disks`]: loop-device disks and lvm2 queries (root, real lvm2);
+//! - [`fixtures`]: builders for the objects tests and benches create;
+//! - [`wait`], [`events`], [`journal`]: polling, Event and journal assertions;
+//! - [`process`]: the `lvms` binary and log tails; [`bench`]: the `cargo bench` entry and knobs.
+
+pub mod bench;
+pub mod cleanup;
+pub mod disks;
+pub mod env;
+pub mod events;
+pub mod fixtures;
+pub mod journal;
+pub mod kubelet;
+pub mod process;
+pub mod scenario;
+pub mod wait;
+
+pub use env::{TestNs, client, env};
+pub use scenario::Scenario;
+pub use wait::eventually;

@@ -1,0 +1,190 @@
+//! One scenario at a time (they share cluster-scoped singletons such as CSIDriver
+//! topolvm.io): its namespace and directory, its `lvms operator` / `lvms vg-manager`
+//! processes and journals, and the LVMCluster it works on.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use k8s_openapi::api::events::v1::Event;
+use kube::Client;
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use lvms::api::{LVMCluster, LVMStateType, LVMVolumeGroupNodeStatus};
+use lvms::dev::operator::{NO_DM_LVM_CONFIG, OperatorOptions, OperatorProcess, VgManagerOptions};
+use serde_json::Value;
+
+use crate::cleanup::clean_cluster_scoped;
+use crate::env::{TestNs, client, env};
+use crate::fixtures;
+use crate::process::lvms_bin;
+use crate::wait::eventually;
+
+/// Scenarios share cluster-scoped singletons; they run one at a time. (An async mutex: the
+/// guard lives across awaits, on whichever runtime the test runs; it is not poisoned by a
+/// failed scenario.)
+pub async fn serial() -> tokio::sync::MutexGuard<'static, ()> {
+    static LOCK: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+    LOCK.lock().await
+}
+
+fn owned(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+pub struct Scenario {
+    pub ns: TestNs,
+    pub client: Client,
+    pub journal_dir: PathBuf,
+    pub dir: PathBuf,
+    _guard: tokio::sync::MutexGuard<'static, ()>,
+}
+
+impl Scenario {
+    pub async fn new(prefix: &str) -> Self {
+        let guard = serial().await;
+        let client = client().await;
+        clean_cluster_scoped(&client).await;
+        let prefix: String = prefix
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+            .collect();
+        let ns = TestNs::new(&prefix).await;
+        let dir = env().cp.dir.join("scenarios").join(&ns.name);
+        std::fs::create_dir_all(&dir).expect("scenario dir");
+        Scenario {
+            journal_dir: dir.join("journal"),
+            dir,
+            client,
+            ns,
+            _guard: guard,
+        }
+    }
+
+    /// `lvms vg-manager` for `node` on this machine's lvm2 (activation off), authenticated by
+    /// `kubeconfig`; its journal, lvmd.yaml, lock and log under `<scenario>/<node>/`.
+    pub fn vg_manager_as(
+        &self,
+        node: &str,
+        kubeconfig: &Path,
+        env: &[(&str, &str)],
+    ) -> OperatorProcess {
+        OperatorProcess::start_vg_manager(&VgManagerOptions {
+            bin: lvms_bin(),
+            kubeconfig: kubeconfig.to_path_buf(),
+            namespace: self.ns.name.clone(),
+            node: node.into(),
+            dir: self.dir.join(node),
+            lvm_config: NO_DM_LVM_CONFIG.into(),
+            env: owned(env),
+        })
+        .expect("starting vg-manager")
+    }
+
+    /// [`Scenario::vg_manager_as`] with the control plane's admin kubeconfig.
+    pub fn vg_manager(&self, node: &str, env: &[(&str, &str)]) -> OperatorProcess {
+        self.vg_manager_as(node, &crate::env::env().cp.kubeconfig, env)
+    }
+
+    /// The journal directory of `node`'s vg-manager.
+    pub fn vg_manager_journal(&self, node: &str) -> PathBuf {
+        self.dir.join(node).join("journal").join("vg-manager")
+    }
+
+    /// The operator's journal directory (the default one, under `journal_dir`).
+    pub fn operator_journal(&self) -> PathBuf {
+        self.journal_dir.join("operator")
+    }
+
+    /// The lvmd.yaml `node`'s vg-manager writes.
+    pub fn lvmd_path(&self, node: &str) -> PathBuf {
+        self.dir.join(node).join("lvmd.yaml")
+    }
+
+    pub fn operator(&self, env: &[(&str, &str)], args: &[&str]) -> OperatorProcess {
+        self.operator_with_journal(&self.journal_dir, env, args)
+    }
+
+    pub fn operator_with_journal(
+        &self,
+        journal_dir: &Path,
+        env: &[(&str, &str)],
+        args: &[&str],
+    ) -> OperatorProcess {
+        let n = std::fs::read_dir(&self.dir).map(|d| d.count()).unwrap_or(0);
+        let opts = OperatorOptions {
+            bin: lvms_bin(),
+            kubeconfig: crate::env::env().cp.kubeconfig.clone(),
+            namespace: self.ns.name.clone(),
+            journal_dir: journal_dir.to_path_buf(),
+            log: self.dir.join(format!("operator-{n}.log")),
+            env: owned(env),
+            args: args
+                .iter()
+                .map(|a| a.to_string())
+                .chain(["--debounce".into(), "20ms".into()])
+                .collect(),
+        };
+        OperatorProcess::start(&opts).expect("starting lvms operator")
+    }
+
+    pub fn clusters(&self) -> Api<LVMCluster> {
+        Api::namespaced(self.client.clone(), &self.ns.name)
+    }
+
+    pub async fn create_cluster(&self, yaml_or_json: Value) -> LVMCluster {
+        let c: LVMCluster = serde_json::from_value(yaml_or_json).expect("LVMCluster");
+        self.clusters()
+            .create(&PostParams::default(), &c)
+            .await
+            .expect("creating LVMCluster")
+    }
+
+    pub async fn cluster(&self, name: &str) -> Option<LVMCluster> {
+        self.clusters().get_opt(name).await.expect("get LVMCluster")
+    }
+
+    pub async fn wait_state(
+        &self,
+        name: &str,
+        state: LVMStateType,
+        timeout: Duration,
+    ) -> LVMCluster {
+        let got = eventually(timeout, || async {
+            self.cluster(name)
+                .await
+                .filter(|c| c.status.as_ref().and_then(|s| s.state) == Some(state))
+        })
+        .await;
+        match got {
+            Some(c) => c,
+            None => {
+                let last = self.cluster(name).await.and_then(|c| c.status);
+                panic!("LVMCluster {name} never reached {state:?}; last status: {last:#?}")
+            }
+        }
+    }
+
+    pub async fn events(&self) -> Vec<Event> {
+        Api::<Event>::namespaced(self.client.clone(), &self.ns.name)
+            .list(&ListParams::default())
+            .await
+            .expect("events")
+            .items
+    }
+
+    /// Write this node's VGStatus entries (what vg-manager would do).
+    pub async fn set_node_status(&self, node: &str, entries: Value) {
+        let api: Api<LVMVolumeGroupNodeStatus> =
+            Api::namespaced(self.client.clone(), &self.ns.name);
+        let body = fixtures::node_status(&self.ns.name, node, entries);
+        api.patch(
+            node,
+            &PatchParams::apply("test-vg-manager").force(),
+            &Patch::Apply(&body),
+        )
+        .await
+        .expect("writing node status");
+    }
+}
