@@ -24,6 +24,26 @@ fn cluster(vg: &str, disk: &Disk) -> Value {
     lvm_cluster("my-lvmcluster", json!([thick_class(vg, &disk.link)]))
 }
 
+/// One node (`node-a`, a Kubelet-registered Node) with the operator running, a volume group
+/// name and one 128 MiB disk, both tagged `tag`; what every test here starts from.
+struct OneNode {
+    s: Scenario,
+    vg: String,
+    d1: Disk,
+    _op: OperatorProcess,
+}
+
+async fn one_node(scenario: &str, tag: &str) -> OneNode {
+    require_prerequisites();
+    let s = Scenario::new(scenario).await;
+    let vg = format!("{tag}{}", std::process::id());
+    let d1 = Disk::new(&s.dir.join("disks"), &format!("{tag}1"), 128);
+    create_node(&s.client, "node-a", false).await;
+    register_csi_node(&s.client, "node-a", true).await;
+    let op = s.operator(&[], &[]);
+    OneNode { s, vg, d1, _op: op }
+}
+
 /// Delete the LVMCluster, playing kubelet (no kubelet here: the CSI registration goes when
 /// the operator has removed the DaemonSet), and wait until it is gone.
 async fn delete_and_wait_gone(s: &Scenario) {
@@ -122,13 +142,7 @@ fn reasons_on(events: &[Event], uid: &str) -> Vec<(String, u64)> {
 /// skipped pvremove). Also 12.5: the teardown is told as LVMDConfigDeleted, not as a second
 /// VolumeGroupReady, and the status unit ends without a failed NotFound pass.
 async fn teardown_kill_leaves_no_label(tag: &str, point: &str, action: &str) {
-    require_prerequisites();
-    let s = Scenario::new(&format!("vgm-teardown-{tag}")).await;
-    let vg = format!("{tag}{}", std::process::id());
-    let d1 = Disk::new(&s.dir.join("disks"), &format!("{tag}1"), 128);
-    create_node(&s.client, "node-a", false).await;
-    register_csi_node(&s.client, "node-a", true).await;
-    let _op = s.operator(&[], &[]);
+    let OneNode { s, vg, d1, _op } = one_node(&format!("vgm-teardown-{tag}"), tag).await;
     let crash = format!("{point}:vg/{vg}#{action}");
     let mut crashing = s.vg_manager("node-a", &[("LVMS_CRASH_AT", &crash)]);
     let created = s.create_cluster(cluster(&vg, &d1)).await;
@@ -222,13 +236,7 @@ async fn kill_after_vgremove_before_its_outcome_still_removes_the_label() {
 /// it).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restarted_vg_manager_never_recreates_a_deleted_node_status() {
-    require_prerequisites();
-    let s = Scenario::new("vgm-ns-gone").await;
-    let vg = format!("n{}", std::process::id());
-    let d1 = Disk::new(&s.dir.join("disks"), "n1", 128);
-    create_node(&s.client, "node-a", false).await;
-    register_csi_node(&s.client, "node-a", true).await;
-    let _op = s.operator(&[], &[]);
+    let OneNode { s, vg, d1, _op } = one_node("vgm-ns-gone", "n").await;
     let mut vm = s.vg_manager("node-a", &[]);
     s.create_cluster(cluster(&vg, &d1)).await;
     s.wait_state("my-lvmcluster", LVMStateType::Ready, T).await;
@@ -267,13 +275,7 @@ async fn a_restarted_vg_manager_never_recreates_a_deleted_node_status() {
 /// the fix the restart sent it again, to today's LVMCluster and node status.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restart_after_cycles_re_aims_no_old_event_at_new_objects() {
-    require_prerequisites();
-    let s = Scenario::new("vgm-cycles").await;
-    let vg = format!("y{}", std::process::id());
-    let d1 = Disk::new(&s.dir.join("disks"), "y1", 128);
-    create_node(&s.client, "node-a", false).await;
-    register_csi_node(&s.client, "node-a", true).await;
-    let _op = s.operator(&[], &[]);
+    let OneNode { s, vg, d1, _op } = one_node("vgm-cycles", "y").await;
     let mut vm = s.vg_manager("node-a", &[]);
     let mut bad = cluster(&vg, &d1);
     bad["spec"]["storage"]["deviceClasses"][0]["deviceSelector"]["paths"] =
@@ -396,13 +398,7 @@ async fn kill_after_a_day_2_pvremove_still_publishes_device_removed_once() {
 /// right after an Event write (before its Published record) sends none twice: the restart
 /// recomputes the same Events and counts from the journal alone.
 async fn event_window_kill(tag: &str, point: &str) {
-    require_prerequisites();
-    let s = Scenario::new(&format!("vgm-evt-{tag}")).await;
-    let vg = format!("{tag}{}", std::process::id());
-    let d1 = Disk::new(&s.dir.join("disks"), &format!("{tag}1"), 128);
-    create_node(&s.client, "node-a", false).await;
-    register_csi_node(&s.client, "node-a", true).await;
-    let _op = s.operator(&[], &[]);
+    let OneNode { s, vg, d1, _op } = one_node(&format!("vgm-evt-{tag}"), tag).await;
     let mut crashing = s.vg_manager("node-a", &[("LVMS_CRASH_AT", point)]);
     let created = s.create_cluster(cluster(&vg, &d1)).await;
     let status = crashing.wait_exit(T).unwrap_or_else(|| {
