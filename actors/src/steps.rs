@@ -55,6 +55,8 @@ struct PassState {
     regarding: Vec<ObjectRef>,
     seq: Option<Seq>,
     applied: u32,
+    /// Its success is no news (see [`Steps::quiet`]).
+    quiet: bool,
 }
 
 /// Handed to a unit for one pass. Cloning shares the pass.
@@ -82,6 +84,7 @@ impl Steps {
             regarding: Vec::new(),
             seq: resumed.map(|(s, _)| s),
             applied: 0,
+            quiet: false,
         };
         Steps {
             journal,
@@ -144,6 +147,19 @@ impl Steps {
         if let Ok(mut p) = self.pass.lock() {
             p.regarding = objects;
         }
+    }
+
+    /// This pass's success is no news: its steps told it (e.g. a teardown's Events), or there
+    /// was nothing left to report on. Recorded as `quiet=true` in the pass Outcome, which the
+    /// Event mappers skip.
+    pub fn quiet(&self) {
+        if let Ok(mut p) = self.pass.lock() {
+            p.quiet = true;
+        }
+    }
+
+    pub(crate) fn is_quiet(&self) -> bool {
+        self.pass.lock().is_ok_and(|p| p.quiet)
     }
 
     fn regarding(&self) -> Vec<ObjectRef> {

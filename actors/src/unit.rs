@@ -26,12 +26,9 @@ pub struct Pass {
     pub summary: String,
     /// Come back later even without a watch event (e.g. waiting for a kubelet).
     pub requeue_after: Option<Duration>,
-    /// No Event for this success (its steps told the news, e.g. a teardown's); recorded as
-    /// `quiet=true` in the pass Outcome for the Event mappers.
-    pub quiet: bool,
 }
 
-/// Pass outcome detail key set for [`Pass::quiet`] passes.
+/// Pass outcome detail key set for passes marked [`Steps::quiet`].
 pub const QUIET_DETAIL: &str = "quiet";
 
 /// A reconcile unit: pure decisions inside, side effects only through [`Steps`].
@@ -358,7 +355,7 @@ fn journal_pass<U>(
                 ("summary".to_string(), p.summary.clone()),
                 ("applied".to_string(), steps.applied().to_string()),
             ]);
-            if p.quiet {
+            if steps.is_quiet() {
                 d.insert(QUIET_DETAIL.to_string(), "true".to_string());
             }
             Ok(d)

@@ -104,7 +104,6 @@ impl Unit for NodeStatusUnit {
         let reported = Pass {
             summary: format!("{} volume group(s) reported", entries.len()),
             requeue_after: None,
-            quiet: false,
         };
         let current = self.current();
         // Only a write-skipping memo: unknown (poisoned) means write again, never skip.
@@ -116,7 +115,6 @@ impl Unit for NodeStatusUnit {
                 return Ok(Pass {
                     summary: "no node status to report into yet (the operator creates it)".into(),
                     requeue_after: None,
-                    quiet: false,
                 });
             }
             Write::Patch { uid } => uid,
@@ -148,7 +146,6 @@ impl Unit for NodeStatusUnit {
                 return Ok(Pass {
                     summary: format!("node status {} gone or replaced; not written", self.node),
                     requeue_after: None,
-                    quiet: false,
                 });
             }
             Err(e) => {

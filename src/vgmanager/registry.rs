@@ -92,7 +92,6 @@ impl Unit for Registry {
         Ok(Pass {
             summary: format!("{} volume group(s) on this node", wanted.len()),
             requeue_after: None,
-            quiet: false,
         })
     }
 

@@ -686,7 +686,6 @@ impl VolumeGroupUnit {
             return Ok(Pass {
                 summary: format!("devices of {} wiped", self.vg),
                 requeue_after: Some(Duration::from_millis(200)),
-                quiet: false,
             });
         }
         let filtered = self.filter(vg, &obs);
@@ -816,7 +815,6 @@ impl VolumeGroupUnit {
         Ok(Pass {
             summary: format!("volume group {} ready", self.vg),
             requeue_after,
-            quiet: false,
         })
     }
 
@@ -828,7 +826,6 @@ impl VolumeGroupUnit {
             return Ok(Pass {
                 summary: "not ours to clean up".into(),
                 requeue_after: None,
-                quiet: false,
             });
         }
         let pvs = self.read_pvs().await?;
@@ -915,11 +912,11 @@ impl VolumeGroupUnit {
             .metrics
             .forget_volume_group(&self.vg, &self.ctx.node);
         self.set_finalizer(steps, vg, false).await?;
+        // Removal is told by its steps' Events (LVMDConfig*), not as VolumeGroupReady.
+        steps.quiet();
         Ok(Pass {
             summary: format!("volume group {} removed from this node", self.vg),
             requeue_after: None,
-            // Removal is told by its steps' Events (LVMDConfig*), not as VolumeGroupReady.
-            quiet: true,
         })
     }
 }
@@ -963,7 +960,6 @@ impl Unit for VolumeGroupUnit {
             return Ok(Pass {
                 summary: "LVMVolumeGroup gone".into(),
                 requeue_after: None,
-                quiet: false,
             });
         };
         steps.begin(object_ref(vg.as_ref()));

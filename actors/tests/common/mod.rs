@@ -364,7 +364,6 @@ impl Unit for FakeUnit {
         Ok(Pass {
             summary,
             requeue_after: None,
-            quiet: false,
         })
     }
 

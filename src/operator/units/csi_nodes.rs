@@ -39,7 +39,6 @@ impl Unit for CsiNodesUnit {
             return Ok(Pass {
                 summary: "LVMCluster is being deleted".into(),
                 requeue_after: None,
-                quiet: false,
             });
         }
         steps.begin(object_ref(cluster.as_ref()));
@@ -78,7 +77,6 @@ impl Unit for CsiNodesUnit {
         Ok(Pass {
             summary: format!("{CSI_DRIVER_NAME} registered on {} node(s)", expected.len()),
             requeue_after: None,
-            quiet: false,
         })
     }
 

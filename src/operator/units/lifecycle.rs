@@ -40,7 +40,6 @@ fn waiting(summary: String) -> Pass {
     Pass {
         summary,
         requeue_after: Some(Duration::from_secs(2)),
-        quiet: false,
     }
 }
 
@@ -319,7 +318,6 @@ impl LifecycleUnit {
         Ok(Pass {
             summary: "teardown complete; finalizer removed".into(),
             requeue_after: None,
-            quiet: false,
         })
     }
 }
@@ -345,7 +343,6 @@ impl Unit for LifecycleUnit {
             return Ok(Pass {
                 summary: "no LVMCluster in the operator namespace".into(),
                 requeue_after: None,
-                quiet: false,
             });
         };
         let has_finalizer = cluster
@@ -359,7 +356,6 @@ impl Unit for LifecycleUnit {
                 return Ok(Pass {
                     summary: "LVMCluster is going away".into(),
                     requeue_after: None,
-                    quiet: false,
                 });
             }
             return self.teardown(steps, &cluster).await;
@@ -370,7 +366,6 @@ impl Unit for LifecycleUnit {
         Ok(Pass {
             summary: format!("reconciling {}", object_ref(cluster.as_ref())),
             requeue_after: None,
-            quiet: false,
         })
     }
 

@@ -109,14 +109,12 @@ impl Unit for ObjectsUnit {
             return Ok(Pass {
                 summary: "no LVMCluster to reconcile".into(),
                 requeue_after: None,
-                quiet: false,
             });
         };
         if cluster.metadata.deletion_timestamp.is_some() {
             return Ok(Pass {
                 summary: "LVMCluster is being deleted".into(),
                 requeue_after: None,
-                quiet: false,
             });
         }
         steps.begin(object_ref(cluster.as_ref()));
@@ -169,7 +167,6 @@ impl Unit for ObjectsUnit {
             // Stable text: a pass that changes nothing must not look like news to the journal.
             summary: format!("{wanted} {} in sync", self.kind.kind()),
             requeue_after: None,
-            quiet: false,
         })
     }
 

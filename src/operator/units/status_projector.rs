@@ -79,7 +79,6 @@ impl Unit for StatusUnit {
             return Ok(Pass {
                 summary: format!("status {state}"),
                 requeue_after: None,
-                quiet: false,
             });
         }
         let ns = cluster.metadata.namespace.clone().unwrap_or_default();
@@ -94,10 +93,10 @@ impl Unit for StatusUnit {
             Ok(_) => {}
             // Gone (its finalizer was just removed): nothing to report on, a normal end.
             Err(kube::Error::Api(s)) if s.code == 404 => {
+                steps.quiet();
                 return Ok(Pass {
                     summary: format!("LVMCluster {ns}/{name} gone"),
                     requeue_after: None,
-                    quiet: true,
                 });
             }
             Err(e) => {
@@ -132,7 +131,6 @@ impl Unit for StatusUnit {
         Ok(Pass {
             summary: format!("status {state}"),
             requeue_after: None,
-            quiet: false,
         })
     }
 
