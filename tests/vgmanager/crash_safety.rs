@@ -44,6 +44,24 @@ async fn one_node(scenario: &str, tag: &str) -> OneNode {
     OneNode { s, vg, d1, _op: op }
 }
 
+/// Wait for the vg-manager armed with a crash point to SIGKILL itself there, then start it
+/// again without one.
+fn restart_after_crash(
+    s: &Scenario,
+    mut crashing: OperatorProcess,
+    point: &str,
+) -> OperatorProcess {
+    let status = crashing.wait_exit(T).unwrap_or_else(|| {
+        panic!(
+            "vg-manager did not crash at {point}:\n{}",
+            crashing.log_text()
+        )
+    });
+    assert!(OperatorProcess::killed_by_sigkill(&status), "{status:?}");
+    drop(crashing);
+    s.vg_manager("node-a", &[])
+}
+
 /// Delete the LVMCluster, playing kubelet (no kubelet here: the CSI registration goes when
 /// the operator has removed the DaemonSet), and wait until it is gone.
 async fn delete_and_wait_gone(s: &Scenario) {
@@ -144,7 +162,7 @@ fn reasons_on(events: &[Event], uid: &str) -> Vec<(String, u64)> {
 async fn teardown_kill_leaves_no_label(tag: &str, point: &str, action: &str) {
     let OneNode { s, vg, d1, _op } = one_node(&format!("vgm-teardown-{tag}"), tag).await;
     let crash = format!("{point}:vg/{vg}#{action}");
-    let mut crashing = s.vg_manager("node-a", &[("LVMS_CRASH_AT", &crash)]);
+    let crashing = s.vg_manager("node-a", &[("LVMS_CRASH_AT", &crash)]);
     let created = s.create_cluster(cluster(&vg, &d1)).await;
     s.wait_state("my-lvmcluster", LVMStateType::Ready, T).await;
     let vg_uid = eventually(T, || async {
@@ -161,15 +179,7 @@ async fn teardown_kill_leaves_no_label(tag: &str, point: &str, action: &str) {
         .await
         .expect("delete");
     register_csi_node(&s.client, "node-a", false).await;
-    let status = crashing.wait_exit(T).unwrap_or_else(|| {
-        panic!(
-            "vg-manager did not crash at {crash}:\n{}",
-            crashing.log_text()
-        )
-    });
-    assert!(OperatorProcess::killed_by_sigkill(&status), "{status:?}");
-    drop(crashing);
-    let _vm = s.vg_manager("node-a", &[]);
+    let _vm = restart_after_crash(&s, crashing, &crash);
     wait_gone(&s).await;
     assert!(!vg_names().contains(&vg), "volume group {vg} left behind");
     assert!(
@@ -399,17 +409,9 @@ async fn kill_after_a_day_2_pvremove_still_publishes_device_removed_once() {
 /// recomputes the same Events and counts from the journal alone.
 async fn event_window_kill(tag: &str, point: &str) {
     let OneNode { s, vg, d1, _op } = one_node(&format!("vgm-evt-{tag}"), tag).await;
-    let mut crashing = s.vg_manager("node-a", &[("LVMS_CRASH_AT", point)]);
+    let crashing = s.vg_manager("node-a", &[("LVMS_CRASH_AT", point)]);
     let created = s.create_cluster(cluster(&vg, &d1)).await;
-    let status = crashing.wait_exit(T).unwrap_or_else(|| {
-        panic!(
-            "vg-manager did not crash at {point}:\n{}",
-            crashing.log_text()
-        )
-    });
-    assert!(OperatorProcess::killed_by_sigkill(&status), "{status:?}");
-    drop(crashing);
-    let _vm = s.vg_manager("node-a", &[]);
+    let _vm = restart_after_crash(&s, crashing, point);
     s.wait_state("my-lvmcluster", LVMStateType::Ready, T).await;
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let events = s.events().await;
