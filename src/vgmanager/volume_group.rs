@@ -206,11 +206,7 @@ impl VolumeGroupUnit {
         }
         tracing::debug!(?probed, "signatures probed with blkid");
         crate::node::lsblk::apply_probes(&mut devices, &probed);
-        let pvs = parse_pvs(&self.run_host(&commands::pvs(None)).await?)
-            .map_err(|e| UnitError::retryable("PvsFailed", e.to_string()))?;
-        let vgs = parse_vgs(&self.run_host(&commands::vgs(true)).await?)
-            .map_err(|e| UnitError::retryable("VgsFailed", e.to_string()))?;
-        let existing = find_vg(&join_vgs(&vgs, &pvs), &self.vg).cloned();
+        let (pvs, existing) = self.read_pvs_and_vg().await?;
         let mut resolved = ResolvedPaths::new();
         for p in paths_to_resolve(vg.spec.device_selector.as_ref(), &pvs) {
             match std::fs::canonicalize(&p) {
@@ -390,10 +386,16 @@ impl VolumeGroupUnit {
         Ok(())
     }
 
-    /// `pvs` of the node. Unreadable is an error to retry, never "no PVs".
-    async fn read_pvs(&self) -> Result<Vec<PhysicalVolume>, UnitError> {
-        parse_pvs(&self.run_host(&commands::pvs(None)).await?)
-            .map_err(|e| UnitError::retryable("PvsFailed", e.to_string()))
+    /// The node's PVs and this volume group joined with its PVs (when it exists), from one
+    /// `pvs` and one `vgs`. Unreadable is an error to retry, never "no PVs" or "no VG".
+    async fn read_pvs_and_vg(
+        &self,
+    ) -> Result<(Vec<PhysicalVolume>, Option<ExistingVg>), UnitError> {
+        let pvs = parse_pvs(&self.run_host(&commands::pvs(None)).await?)
+            .map_err(|e| UnitError::retryable("PvsFailed", e.to_string()))?;
+        let vgs = self.read_vgs().await?;
+        let existing = find_vg(&join_vgs(&vgs, &pvs), &self.vg).cloned();
+        Ok((pvs, existing))
     }
 
     /// `vgs` of the node. Unreadable is an error to retry, never "no VGs".
@@ -828,9 +830,8 @@ impl VolumeGroupUnit {
                 requeue_after: None,
             });
         }
-        let pvs = self.read_pvs().await?;
-        let vgs = self.read_vgs().await?;
-        if let Some(existing) = find_vg(&join_vgs(&vgs, &pvs), &self.vg).cloned() {
+        let (pvs, existing) = self.read_pvs_and_vg().await?;
+        if let Some(existing) = existing {
             let lvs = self.read_lvs().await?;
             let pool = vg.spec.thin_pool_config.as_ref().map(|t| t.name.clone());
             let user: Vec<String> = lvs
@@ -1003,9 +1004,7 @@ impl Unit for VolumeGroupUnit {
         intent: &Intent,
         _steps: &Steps,
     ) -> Result<BTreeMap<String, String>, UnitError> {
-        let pvs = self.read_pvs().await?;
-        let vgs = self.read_vgs().await?;
-        let existing = find_vg(&join_vgs(&vgs, &pvs), &self.vg).cloned();
+        let (pvs, existing) = self.read_pvs_and_vg().await?;
         let verdict = replay::verdict(
             &intent.action,
             &intent.desired_digest,
