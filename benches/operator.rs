@@ -31,6 +31,8 @@
 //!
 //! `cargo test --all-targets` also builds and runs this target; without `--bench` it returns
 //! at once.
+// Test code: a panic is a failed test, and its output is the report.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
 use std::collections::BTreeSet;
 use std::fmt::Write as _;

@@ -1,4 +1,6 @@
 //! Checked-in generated files match what the code generates, and the samples parse.
+// Test code: a panic is a failed test, and its output is the report.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
 use lvms::api::{LVMCluster, crd};
 

@@ -1,5 +1,7 @@
 //! The Helm chart (deploy/helm/lvms) and the kustomize tree (deploy/default) install the same
 //! objects: the real `helm template` and the real `kustomize build`, object by object.
+// Test code: a panic is a failed test, and its output is the report.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -5,6 +5,8 @@
 //! A module's edges are the `crate::<m>` paths its non-test code names (and `super::<m>` where
 //! `super` is the crate root); `#[cfg(test)] mod tests` blocks are left out, since a test may
 //! reach anywhere. Run: `cargo test --test module_graph` (it prints every cycle it finds).
+// Test code: a panic is a failed test, and its output is the report.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};

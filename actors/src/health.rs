@@ -36,9 +36,7 @@ impl Projection for UnitHealth {
                 }
                 let (ok, message) = match &o.result {
                     // A pass without a summary still succeeded: the text is only shown.
-                    OutcomeResult::Ok { detail, .. } => {
-                        (true, detail.get("summary").cloned().unwrap_or_default())
-                    }
+                    OutcomeResult::Ok(d) => (true, d.summary.clone().unwrap_or_default()),
                     OutcomeResult::Err {
                         reason, message, ..
                     } => (false, format!("{reason}: {message}")),

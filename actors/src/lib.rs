@@ -19,14 +19,15 @@ mod unit;
 
 pub use error::{UnitError, record_span_error};
 pub use health::{UnitHealth, UnitState};
+pub use lvms_journal::{Action, Done, EventNote, Replayed};
 pub use publisher::{
     EventMapper, EventPublisher, EventSink, EventSpec, EventType, PublisherArgs, PublisherMsg,
     SinkError, fnv1a,
 };
-pub use steps::{PASS_ACTION, StepSpec, Steps, event_detail};
+pub use steps::{PASS_ACTION, StepSpec, Steps};
 pub use supervisor::{
     ChildSpec, Readiness, RestartHook, RestartPolicy, Supervisor, SupervisorArgs, SupervisorMsg,
 };
 pub use trace::{TraceHooks, TraceSource};
 pub use trigger::{Trigger, Wake};
-pub use unit::{Pass, PassHook, PassReport, QUIET_DETAIL, Unit, UnitActor, UnitArgs, UnitMsg};
+pub use unit::{Pass, PassHook, PassReport, Unit, UnitActor, UnitArgs, UnitMsg};

@@ -22,6 +22,16 @@ pub enum EventType {
     Warning,
 }
 
+impl From<&lvms_journal::EventNote> for EventType {
+    fn from(e: &lvms_journal::EventNote) -> Self {
+        if e.warning {
+            EventType::Warning
+        } else {
+            EventType::Normal
+        }
+    }
+}
+
 impl EventType {
     pub fn as_str(self) -> &'static str {
         match self {

@@ -4,14 +4,13 @@
 //! the pass intent (action [`PASS_ACTION`]); the unit actor closes it with the pass result,
 //! and that Outcome is what Events and unit health are projected from.
 
-use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
-use lvms_journal::{Intent, Journal, ObjectRef, OutcomeResult, Seq, Trace};
+use lvms_journal::{Action, Done, Intent, Journal, ObjectRef, OutcomeResult, Seq, Trace};
 
 use tracing::Instrument;
 
@@ -20,30 +19,45 @@ use crate::faults;
 
 pub const PASS_ACTION: &str = "pass";
 
-/// Outcome detail keys that make the publisher emit a specific Event for a step.
-pub fn event_detail(type_: &str, reason: &str, note: &str) -> BTreeMap<String, String> {
-    BTreeMap::from([
-        ("event.type".to_string(), type_.to_string()),
-        ("event.reason".to_string(), reason.to_string()),
-        ("event.note".to_string(), note.to_string()),
-    ])
-}
-
 /// What a step is about to do, before it does it.
 #[derive(Debug, Clone)]
 pub struct StepSpec {
     pub object: ObjectRef,
-    /// `apply`, `delete`, `remove-finalizer`, ...
-    pub action: String,
-    /// Digest of the desired state this step writes (empty for deletes).
+    /// The name of a domain [`Action`] (`apply`, `vgcreate`, ...).
+    pub action: &'static str,
+    /// What the step acts with (argv, finalizer names): replay reads these back.
+    pub args: Vec<String>,
+    /// Digest of the desired state this step writes (empty when it writes none).
     pub desired_digest: String,
 }
 
 impl StepSpec {
+    pub fn new(object: ObjectRef, action: impl Action) -> Self {
+        StepSpec {
+            object,
+            action: action.name(),
+            args: Vec::new(),
+            desired_digest: String::new(),
+        }
+    }
+
+    pub fn args(mut self, args: Vec<String>) -> Self {
+        self.args = args;
+        self
+    }
+
+    pub fn digest(mut self, digest: impl Into<String>) -> Self {
+        self.desired_digest = digest.into();
+        self
+    }
+
     pub fn idempotency_key(&self, unit: &str) -> String {
         format!(
-            "{unit}/{}/{}/{}",
-            self.action, self.object, self.desired_digest
+            "{unit}/{}/{}/{}/{}",
+            self.action,
+            self.object,
+            self.desired_digest,
+            self.args.join(" ")
         )
     }
 }
@@ -94,6 +108,18 @@ impl Steps {
             hooks: None,
             pass: Arc::new(Mutex::new(pass)),
         }
+    }
+
+    /// Steps of a pass run outside a unit actor: tests that drive a unit's `reconcile` and
+    /// `replay` directly, and one-off tools. Epoch 0, no trace.
+    pub fn detached(journal: Arc<Journal>, unit: &str) -> Self {
+        Steps::new(
+            journal,
+            unit.into(),
+            Arc::new(AtomicU64::new(0)),
+            Trace::default(),
+            None,
+        )
     }
 
     pub(crate) fn with_hooks(mut self, hooks: Option<crate::trace::TraceSource>) -> Self {
@@ -185,6 +211,7 @@ impl Steps {
         &self,
         object: ObjectRef,
         action: &str,
+        args: Vec<String>,
         digest: &str,
         key: String,
         regarding: Vec<ObjectRef>,
@@ -193,6 +220,7 @@ impl Steps {
             unit: self.unit.to_string(),
             object,
             action: action.to_string(),
+            args,
             desired_digest: digest.to_string(),
             idempotency_key: key,
             lease_epoch: self.epoch.load(Ordering::Acquire),
@@ -211,7 +239,14 @@ impl Steps {
         }
         let subject = p.subject.clone().unwrap_or_default();
         let key = format!("{}/{PASS_ACTION}/{}", self.unit, subject);
-        let intent = self.intent(subject, PASS_ACTION, "", key, p.regarding.clone());
+        let intent = self.intent(
+            subject,
+            PASS_ACTION,
+            Vec::new(),
+            "",
+            key,
+            p.regarding.clone(),
+        );
         let seq = self
             .journal
             .append_intent(intent, self.record_trace())
@@ -222,14 +257,10 @@ impl Steps {
 
     /// Run one side effect under a write-ahead intent. The effect must be idempotent: after
     /// a crash it may be re-run by replay.
-    pub async fn run<F, Fut>(
-        &self,
-        spec: StepSpec,
-        effect: F,
-    ) -> Result<BTreeMap<String, String>, UnitError>
+    pub async fn run<F, Fut>(&self, spec: StepSpec, effect: F) -> Result<Done, UnitError>
     where
         F: FnOnce() -> Fut,
-        Fut: Future<Output = Result<BTreeMap<String, String>, UnitError>>,
+        Fut: Future<Output = Result<Done, UnitError>>,
     {
         self.open_pass()?;
         // The step's span: its id goes on the step's Intent and Outcome.
@@ -243,10 +274,11 @@ impl Steps {
         );
         let result = async {
             let key = spec.idempotency_key(&self.unit);
-            let action = spec.action.clone();
+            let action = spec.action;
             let intent = self.intent(
                 spec.object,
-                &spec.action,
+                spec.action,
+                spec.args,
                 &spec.desired_digest,
                 key,
                 self.regarding(),
@@ -255,12 +287,12 @@ impl Steps {
                 .journal
                 .append_intent(intent, self.record_trace())
                 .map_err(UnitError::journal)?;
-            faults::crash_point_in(faults::INTENT_DURABLE, &self.unit, &action);
+            faults::crash_point_in(faults::INTENT_DURABLE, &self.unit, action);
             let started = Instant::now();
             let result = effect().await;
-            faults::crash_point_in(faults::APPLIED, &self.unit, &action);
+            faults::crash_point_in(faults::APPLIED, &self.unit, action);
             self.close(seq, &result, started)?;
-            faults::crash_point_in(faults::STEP_OUTCOME, &self.unit, &action);
+            faults::crash_point_in(faults::STEP_OUTCOME, &self.unit, action);
             if result.is_ok()
                 && let Ok(mut p) = self.pass.lock()
             {
@@ -280,14 +312,11 @@ impl Steps {
     pub fn close(
         &self,
         seq: Seq,
-        result: &Result<BTreeMap<String, String>, UnitError>,
+        result: &Result<Done, UnitError>,
         started: Instant,
     ) -> Result<Seq, UnitError> {
         let outcome = match result {
-            Ok(detail) => OutcomeResult::Ok {
-                resource_version: detail.get("resourceVersion").cloned(),
-                detail: detail.clone(),
-            },
+            Ok(done) => OutcomeResult::Ok(done.clone()),
             Err(e) => OutcomeResult::Err {
                 reason: e.reason.clone(),
                 message: e.message.clone(),

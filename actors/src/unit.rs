@@ -1,12 +1,11 @@
 //! One actor per reconcile unit: replay open intents, then one pass per coalesced burst.
 
-use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 use std::time::{Duration, Instant};
 
-use lvms_journal::{Intent, Journal, ObjectRef, Record, Seq, Trace};
+use lvms_journal::{Done, Intent, Journal, ObjectRef, Record, Seq, Trace};
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use tokio::task::JoinHandle;
 use tracing::{Instrument, error, info, info_span, warn};
@@ -28,9 +27,6 @@ pub struct Pass {
     pub requeue_after: Option<Duration>,
 }
 
-/// Pass outcome detail key set for passes marked [`Steps::quiet`].
-pub const QUIET_DETAIL: &str = "quiet";
-
 /// A reconcile unit: pure decisions inside, side effects only through [`Steps`].
 pub trait Unit: Send + Sync + 'static {
     fn name(&self) -> &str;
@@ -40,12 +36,12 @@ pub trait Unit: Send + Sync + 'static {
     fn reconcile(&self, steps: &Steps) -> impl Future<Output = Result<Pass, UnitError>> + Send;
 
     /// Resolve an intent left open by a crash: look at the world first, redo only what is
-    /// missing, and return the detail for its Outcome.
+    /// missing, and return the report for its Outcome (with a [`Replayed`](lvms_journal::Replayed) verdict).
     fn replay(
         &self,
         intent: &Intent,
         steps: &Steps,
-    ) -> impl Future<Output = Result<BTreeMap<String, String>, UnitError>> + Send;
+    ) -> impl Future<Output = Result<Done, UnitError>> + Send;
 
     /// A W3C traceparent this unit's next pass should continue when its trigger carries
     /// none (vg-manager: the one the operator wrote on the LVMVolumeGroup).
@@ -229,15 +225,22 @@ async fn replay<U: Unit>(state: &mut UnitState<U>, trace: Trace) -> Result<(), U
         let started = Instant::now();
         let result = a.unit.replay(&intent, &steps).await;
         match &result {
-            Ok(detail) => {
-                info!(seq, action = %intent.action, object = %intent.object, ?detail, "replayed open intent")
+            Ok(done) => {
+                info!(seq, action = %intent.action, object = %intent.object, replay = ?done.replay, "replayed open intent")
+            }
+            // The world could not be read: no verdict, so the intent stays open and replay
+            // runs again later (never "nothing there").
+            Err(e) if e.retryable => {
+                warn!(seq, action = %intent.action, object = %intent.object, error = %e, "replay of open intent failed; left open, retried");
+                return Err(e.clone());
             }
             Err(e) => {
-                warn!(seq, action = %intent.action, object = %intent.object, error = %e, "replay of open intent failed; closed, the next pass retries")
+                warn!(seq, action = %intent.action, object = %intent.object, error = %e, "replay of open intent cannot succeed; closed with the error, the next pass decides")
             }
         }
+        // Replay closed it, whatever the unit said: one that names no verdict recomputes.
         let result = result.map(|mut d| {
-            d.insert("replayed".into(), "true".into());
+            d.replay.get_or_insert(lvms_journal::Replayed::Rechecked);
             d
         });
         steps.close(seq, &result, started)?;
@@ -350,16 +353,12 @@ fn journal_pass<U>(
     }
     let seq = steps.open_pass()?;
     let result = match result {
-        Ok(p) => {
-            let mut d = BTreeMap::from([
-                ("summary".to_string(), p.summary.clone()),
-                ("applied".to_string(), steps.applied().to_string()),
-            ]);
-            if steps.is_quiet() {
-                d.insert(QUIET_DETAIL.to_string(), "true".to_string());
-            }
-            Ok(d)
-        }
+        Ok(p) => Ok(Done {
+            summary: Some(p.summary.clone()),
+            applied: Some(steps.applied()),
+            quiet: steps.is_quiet(),
+            ..Done::default()
+        }),
         Err(e) => Err(e.clone()),
     };
     steps.close(seq, &result, Instant::now()).map(Some)

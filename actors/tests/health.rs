@@ -1,4 +1,6 @@
 //! UnitHealth: the projection of pass outcomes into per-unit ok/err.
+// Test code: a panic is a failed test, and its output is the report.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
 mod common;
 
@@ -6,7 +8,7 @@ use std::time::Duration;
 
 use common::*;
 use lvms_actors::{PASS_ACTION, UnitHealth};
-use lvms_journal::{Body, Journal, Observed, Projection, PublishKind, Published, Seq, Trace};
+use lvms_journal::{Body, Journal, Projection, PublishKind, Published, Seq, Trace};
 
 /// One scripted journal entry; outcomes name the script index of their intent.
 #[derive(Clone, Copy)]
@@ -15,7 +17,7 @@ enum Op {
     Step(&'static str),
     Ok(usize, &'static str),
     Err(usize, &'static str),
-    Observed(&'static str),
+    Status(&'static str),
     Published(&'static str),
 }
 
@@ -25,7 +27,7 @@ const SCRIPT: &[Op] = &[
     Op::Err(1, "StepFailed"),         // 2: a step outcome, ignored
     Op::Ok(0, "a in sync"),           // 3: a ok
     Op::Pass("b"),                    // 4
-    Op::Observed("b"),                // 5
+    Op::Status("b"),                  // 5
     Op::Step("b"),                    // 6
     Op::Ok(6, "step ok"),             // 7: ignored
     Op::Err(4, "VolumeGroupMissing"), // 8: b err
@@ -57,12 +59,16 @@ fn run(j: &Journal, ops: &[Op], seqs: &mut Vec<Seq>) {
             Op::Err(i, reason) => j
                 .append_outcome(seqs[i], err_result(reason, "details"), d, t)
                 .unwrap(),
-            Op::Observed(u) => j
-                .append_observed(
-                    Observed {
+            Op::Status(u) => j
+                .append_published(
+                    Published {
                         unit: u.into(),
-                        object: subject(),
-                        digest: "w".into(),
+                        object: Some(subject()),
+                        kind: PublishKind::Status,
+                        dedupe_key: format!("status/{u}"),
+                        source_seq: 1,
+                        count: 1,
+                        summary: String::new(),
                     },
                     t,
                 )

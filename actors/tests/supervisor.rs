@@ -1,4 +1,6 @@
 //! Supervisor: one-for-one restarts, and giving up past the restart intensity.
+// Test code: a panic is a failed test, and its output is the report.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
 mod common;
 

@@ -1,5 +1,7 @@
 //! UnitActor against a real journal: coalescing, write-ahead steps, quiet steady state,
 //! replay of intents left open by a crash.
+// Test code: a panic is a failed test, and its output is the report.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
 mod common;
 
@@ -8,7 +10,7 @@ use std::time::Duration;
 
 use common::*;
 use lvms_actors::{PASS_ACTION, Trigger, UnitError, UnitHealth};
-use lvms_journal::{Body, OutcomeResult, Trace};
+use lvms_journal::{Body, Done, OutcomeResult, Replayed, Trace};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bursts_of_bumps_coalesce_into_at_most_one_more_pass() {
@@ -137,10 +139,10 @@ async fn step_intent_is_durable_and_open_during_its_effect_and_closed_after() {
         assert_eq!(o.object, effects[k].object);
         assert!(matches!(
             &o.result,
-            OutcomeResult::Ok {
+            OutcomeResult::Ok(Done {
                 resource_version: Some(_),
                 ..
-            }
+            })
         ));
     }
 
@@ -148,14 +150,8 @@ async fn step_intent_is_durable_and_open_during_its_effect_and_closed_after() {
     let (seq, outcome) = pass_outcomes(&j).remove(0);
     assert_eq!(seq, recs.last().unwrap().seq);
     assert_eq!(outcome.intent_seq, pass_seq);
-    assert_eq!(
-        detail(&outcome).get("applied").map(String::as_str),
-        Some("2")
-    );
-    assert_eq!(
-        detail(&outcome).get("summary").map(String::as_str),
-        Some(SUMMARY)
-    );
+    assert_eq!(done(&outcome).applied, Some(2));
+    assert_eq!(done(&outcome).summary.as_deref(), Some(SUMMARY));
     assert!(j.open_intents().unwrap().is_empty());
 }
 
@@ -170,12 +166,7 @@ async fn passes_without_steps_and_unchanged_health_write_nothing() {
     // The first pass establishes health (unknown → ok): journaled once, applied=0.
     wait_until("the first pass outcome", || pass_outcomes(&j).len() == 1).await;
     assert_eq!(kinds(&j), ["intent", "outcome"]);
-    assert_eq!(
-        detail(&pass_outcomes(&j)[0].1)
-            .get("applied")
-            .map(String::as_str),
-        Some("0")
-    );
+    assert_eq!(done(&pass_outcomes(&j)[0].1).applied, Some(0));
     let before = j.next_seq().unwrap();
 
     for n in 2..=5 {
@@ -268,6 +259,43 @@ fn crash_leftovers(j: &lvms_journal::Journal, unit: &str) -> (u64, u64) {
     (pass, step)
 }
 
+/// A replay that cannot read the world reaches no verdict: the intent stays open, no pass runs,
+/// and replay is retried (with backoff) until it can.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replay_that_cannot_read_the_world_leaves_the_intent_open_and_retries() {
+    let env = Env::new("replay-retry");
+    let (_pass_seq, step_seq) = crash_leftovers(&env.journal, "u");
+    let env = env.reopen();
+    let j = env.journal.clone();
+    let unit = FakeUnit::new("u");
+    unit.replay_failures.store(1, Ordering::SeqCst);
+    let trigger = Trigger::new();
+    let (actor, _) = spawn_unit(unit_args(&unit, &j, &trigger)).await;
+    wait_until("the first replay attempt", || unit.replayed().len() == 1).await;
+    assert!(j.is_open(step_seq).unwrap(), "no verdict, so still open");
+    assert_eq!(
+        unit.passes(),
+        0,
+        "no pass before every open intent is resolved"
+    );
+    // The retry (after the 500 ms backoff) succeeds and closes it with its verdict.
+    wait_until_within(Duration::from_secs(5), "the replay retry", || {
+        !j.is_open(step_seq).unwrap()
+    })
+    .await;
+    wait_until("the resumed pass", || unit.passes() == 1).await;
+    stop(&actor).await;
+    assert_eq!(unit.replayed().len(), 2);
+    let out = records(&j)
+        .into_iter()
+        .find_map(|r| match r.body {
+            Body::Outcome(o) if o.intent_seq == step_seq => Some(o),
+            _ => None,
+        })
+        .expect("the step's outcome");
+    assert_eq!(done(&out).replay, Some(Replayed::AlreadyDone));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn open_intents_are_replayed_before_the_first_pass_which_closes_the_open_pass() {
     let env = Env::new("replay");
@@ -306,11 +334,7 @@ async fn open_intents_are_replayed_before_the_first_pass_which_closes_the_open_p
     let Body::Outcome(o) = &replay_out.body else {
         unreachable!()
     };
-    assert_eq!(detail(o).get("replayed").map(String::as_str), Some("true"));
-    assert_eq!(
-        detail(o).get("found").map(String::as_str),
-        Some("already-applied")
-    );
+    assert_eq!(done(o).replay, Some(Replayed::AlreadyDone));
 
     // No new pass intent: the interrupted one was resumed and closed by the first pass.
     let pass_intents: Vec<_> = recs
@@ -326,10 +350,7 @@ async fn open_intents_are_replayed_before_the_first_pass_which_closes_the_open_p
         "the 2nd pass changed nothing new: {outcomes:?}"
     );
     assert_eq!(outcomes[0].1.intent_seq, pass_seq);
-    assert_eq!(
-        detail(&outcomes[0].1).get("applied").map(String::as_str),
-        Some("1")
-    );
+    assert_eq!(done(&outcomes[0].1).applied, Some(1));
     assert!(j.open_intents().unwrap().is_empty());
 }
 

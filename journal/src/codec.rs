@@ -9,9 +9,11 @@ use crate::error::JournalError;
 use crate::record::Record;
 
 /// Current on-disk format version, written in every frame and in the journal meta.
-/// 2: intents and outcomes carry `regarding`. Frames of every earlier version still decode
-/// (`legacy`), so a journal written by an older release opens, verifies and replays.
-pub const FORMAT_VERSION: u8 = 2;
+/// 2: intents and outcomes carry `regarding`. 3: intents carry `args`, outcomes a typed
+/// report ([`Done`](crate::Done)), and the never-written `observed` kind is gone. Frames of
+/// every earlier version still decode (`legacy`), so a journal written by an older release
+/// opens, verifies and replays.
+pub const FORMAT_VERSION: u8 = 3;
 
 /// The oldest format this release reads.
 pub const OLDEST_READABLE_FORMAT: u8 = 1;
@@ -116,7 +118,8 @@ pub fn encode_record(record: &Record) -> Result<Vec<u8>, JournalError> {
 
 pub fn decode_record(bytes: &[u8]) -> Result<Record, String> {
     match unframe(bytes)? {
-        (1, payload) => decode_value::<crate::legacy::RecordV1>(payload).map(Record::from),
+        (1, payload) => decode_value::<crate::legacy::RecordV1>(payload)?.try_into(),
+        (2, payload) => decode_value::<crate::legacy::RecordV2>(payload)?.try_into(),
         (_, payload) => decode_value(payload),
     }
 }
@@ -147,12 +150,38 @@ mod tests {
         prop_oneof![
             (
                 proptest::option::of(s()),
+                proptest::option::of((any::<bool>(), s(), s())),
+                proptest::option::of(0usize..5),
+                proptest::option::of(s()),
+                proptest::option::of(any::<u32>()),
+                any::<bool>(),
                 proptest::collection::btree_map(s(), s(), 0..4)
             )
-                .prop_map(|(resource_version, detail)| OutcomeResult::Ok {
-                    resource_version,
-                    detail
-                }),
+                .prop_map(
+                    |(resource_version, event, replay, summary, applied, quiet, facts)| {
+                        OutcomeResult::Ok(Done {
+                            resource_version,
+                            event: event.map(|(warning, reason, note)| EventNote {
+                                warning,
+                                reason,
+                                note,
+                            }),
+                            replay: replay.map(|i| {
+                                [
+                                    Replayed::AlreadyDone,
+                                    Replayed::Redone,
+                                    Replayed::NotDone,
+                                    Replayed::Superseded,
+                                    Replayed::Rechecked,
+                                ][i]
+                            }),
+                            summary,
+                            applied,
+                            quiet,
+                            facts,
+                        })
+                    }
+                ),
             (s(), s(), any::<bool>()).prop_map(|(reason, message, retryable)| OutcomeResult::Err {
                 reason,
                 message,
@@ -163,24 +192,29 @@ mod tests {
 
     pub(crate) fn body() -> impl Strategy<Value = Body> {
         prop_oneof![
-            (s(), object(), s()).prop_map(|(unit, object, digest)| Body::Observed(Observed {
-                unit,
-                object,
-                digest
-            })),
-            (s(), object(), s(), s(), s(), any::<u64>()).prop_map(
-                |(unit, object, action, desired_digest, idempotency_key, lease_epoch)| Body::Intent(
-                    Intent {
-                        unit,
-                        regarding: vec![object.clone()],
-                        object,
-                        action,
-                        desired_digest,
-                        idempotency_key,
-                        lease_epoch,
+            (
+                s(),
+                object(),
+                s(),
+                proptest::collection::vec(s(), 0..4),
+                s(),
+                s(),
+                any::<u64>()
+            )
+                .prop_map(
+                    |(unit, object, action, args, desired_digest, idempotency_key, lease_epoch)| {
+                        Body::Intent(Intent {
+                            unit,
+                            regarding: vec![object.clone()],
+                            object,
+                            action,
+                            args,
+                            desired_digest,
+                            idempotency_key,
+                            lease_epoch,
+                        })
                     }
-                )
-            ),
+                ),
             (
                 any::<u64>(),
                 s(),
@@ -274,7 +308,7 @@ mod tests {
         #[derive(serde::Serialize)]
         enum BodyV1<'a> {
             #[allow(dead_code)]
-            Observed(Observed),
+            Observed(u8),
             Intent(IntentV1<'a>),
         }
         #[derive(serde::Serialize)]

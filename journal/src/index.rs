@@ -15,6 +15,5 @@ pub(crate) fn stage(record: &Record, batch: &mut Batch) {
         Body::Outcome(o) => batch.remove(keys::seq_key(keys::OPEN, o.intent_seq)),
         Body::Published(p) => batch.insert(keys::str_key(keys::PUBLISHED, &p.dedupe_key), seq),
         Body::Snapshot(s) => batch.insert(keys::str_key(keys::SNAPSHOT, &s.projection), seq),
-        Body::Observed(_) => {}
     }
 }

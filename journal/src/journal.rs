@@ -279,11 +279,6 @@ impl Journal {
 
     // ---- appends ------------------------------------------------------------------------
 
-    pub fn append_observed(&self, observed: Observed, trace: Trace) -> Result<Seq> {
-        let mut w = self.lock()?;
-        self.append_locked(&mut w, Body::Observed(observed), trace, false)
-    }
-
     /// Write-ahead: returns only after the intent is flushed to disk. Run the side effect
     /// only after this returns `Ok`.
     pub fn append_intent(&self, intent: Intent, trace: Trace) -> Result<Seq> {

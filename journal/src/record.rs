@@ -1,4 +1,4 @@
-//! The five record kinds and their common header.
+//! The four record kinds and their common header.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -88,12 +88,19 @@ impl fmt::Display for ObjectRef {
     }
 }
 
-/// What a watch delivered to a unit.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Observed {
-    pub unit: String,
-    pub object: ObjectRef,
-    pub digest: String,
+/// A domain's step actions (operator object steps, volume-group host steps, ...). Each is
+/// stored as its [`name`](Action::name) in [`Intent::action`]; replay parses it back and an
+/// unknown name is an error to report, never a step to skip.
+pub trait Action: Copy + Eq + fmt::Debug + Send + Sync + 'static {
+    /// Every action of the domain (for parsing).
+    const ALL: &'static [Self];
+
+    /// The stored name (stable across releases: journals outlive binaries).
+    fn name(self) -> &'static str;
+
+    fn parse(name: &str) -> Option<Self> {
+        Self::ALL.iter().copied().find(|a| a.name() == name)
+    }
 }
 
 /// A side effect about to run. Durable before the effect starts (write-ahead).
@@ -101,7 +108,13 @@ pub struct Observed {
 pub struct Intent {
     pub unit: String,
     pub object: ObjectRef,
+    /// An [`Action`]'s name.
     pub action: String,
+    /// What the step acts with (a host command's argv, finalizer names, a reason): read back
+    /// by replay. Format 3; empty in older formats, whose host steps kept the argv in
+    /// `desired_digest`.
+    pub args: Vec<String>,
+    /// Digest of the desired state the step writes (empty when it writes none).
     pub desired_digest: String,
     pub idempotency_key: String,
     /// Fencing token: appends carrying an epoch older than one already seen are refused.
@@ -112,17 +125,181 @@ pub struct Intent {
     pub regarding: Vec<ObjectRef>,
 }
 
+impl Intent {
+    /// The action as domain `A` knows it; an unknown name says which record and what it held.
+    pub fn action_as<A: Action>(&self) -> std::result::Result<A, String> {
+        A::parse(&self.action).ok_or_else(|| {
+            format!(
+                "intent of unit {} on {} has action {:?}, which this release does not know",
+                self.unit, self.object, self.action
+            )
+        })
+    }
+}
+
+/// An Event a step asks its unit's publisher to emit (about the step's object, and the
+/// objects the intent regards).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EventNote {
+    pub warning: bool,
+    pub reason: String,
+    pub note: String,
+}
+
+impl EventNote {
+    pub fn normal(reason: impl Into<String>, note: impl Into<String>) -> Self {
+        EventNote {
+            warning: false,
+            reason: reason.into(),
+            note: note.into(),
+        }
+    }
+
+    pub fn warning(reason: impl Into<String>, note: impl Into<String>) -> Self {
+        EventNote {
+            warning: true,
+            reason: reason.into(),
+            note: note.into(),
+        }
+    }
+
+    pub fn type_name(&self) -> &'static str {
+        if self.warning { "Warning" } else { "Normal" }
+    }
+}
+
+/// How replay resolved an intent left open by a crash.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Replayed {
+    /// The effect is in the world: nothing was redone.
+    AlreadyDone,
+    /// Replay performed the effect (again).
+    Redone,
+    /// The effect is not in the world; the next pass decides afresh.
+    NotDone,
+    /// The effect is no longer wanted.
+    Superseded,
+    /// The unit recomputes this every pass (status, checks): nothing to resolve.
+    Rechecked,
+}
+
+impl Replayed {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Replayed::AlreadyDone => "already-done",
+            Replayed::Redone => "redone",
+            Replayed::NotDone => "not-done",
+            Replayed::Superseded => "superseded",
+            Replayed::Rechecked => "rechecked",
+        }
+    }
+}
+
+impl fmt::Display for Replayed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What a successful step (or pass, or replay) reports. Code reads the typed fields; `facts`
+/// are for people reading the journal (argv, timings, paths) and are never read by code.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Done {
+    /// The object's resourceVersion after an API write.
+    pub resource_version: Option<String>,
+    /// The Event to publish for this step.
+    pub event: Option<EventNote>,
+    /// Set when replay, not a step, closed the intent.
+    pub replay: Option<Replayed>,
+    /// Pass outcomes: one line on what the pass did.
+    pub summary: Option<String>,
+    /// Pass outcomes: how many steps the pass applied.
+    pub applied: Option<u32>,
+    /// Pass outcomes: success is no news (its steps told it), so no Event is made of it.
+    pub quiet: bool,
+    pub facts: BTreeMap<String, String>,
+}
+
+impl Done {
+    pub fn event(event: EventNote) -> Self {
+        Done {
+            event: Some(event),
+            ..Done::default()
+        }
+    }
+
+    pub fn replayed(how: Replayed) -> Self {
+        Done {
+            replay: Some(how),
+            ..Done::default()
+        }
+    }
+
+    pub fn resource_version(rv: Option<String>) -> Self {
+        Done {
+            resource_version: rv,
+            ..Done::default()
+        }
+    }
+
+    pub fn with_fact(mut self, key: &str, value: impl Into<String>) -> Self {
+        self.facts.insert(key.to_string(), value.into());
+        self
+    }
+
+    pub fn with_event(mut self, event: EventNote) -> Self {
+        self.event = Some(event);
+        self
+    }
+
+    /// The flat `key: value` view of earlier formats (and of `inspect`'s JSON `detail`).
+    pub fn flat(&self) -> BTreeMap<String, String> {
+        let mut d = self.facts.clone();
+        let mut put = |k: &str, v: String| {
+            d.insert(k.to_string(), v);
+        };
+        if let Some(rv) = &self.resource_version {
+            put("resourceVersion", rv.clone());
+        }
+        if let Some(e) = &self.event {
+            put("event.type", e.type_name().to_string());
+            put("event.reason", e.reason.clone());
+            put("event.note", e.note.clone());
+        }
+        if let Some(r) = self.replay {
+            put("replay", r.as_str().to_string());
+        }
+        if let Some(s) = &self.summary {
+            put("summary", s.clone());
+        }
+        if let Some(n) = self.applied {
+            put("applied", n.to_string());
+        }
+        if self.quiet {
+            put("quiet", "true".to_string());
+        }
+        d
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum OutcomeResult {
-    Ok {
-        resource_version: Option<String>,
-        detail: BTreeMap<String, String>,
-    },
+    Ok(Done),
     Err {
         reason: String,
         message: String,
         retryable: bool,
     },
+}
+
+impl OutcomeResult {
+    /// The success report, if this is one.
+    pub fn done(&self) -> Option<&Done> {
+        match self {
+            OutcomeResult::Ok(d) => Some(d),
+            OutcomeResult::Err { .. } => None,
+        }
+    }
 }
 
 /// The result of an intent. `unit` and `object` are copied from the intent by the journal
@@ -169,7 +346,6 @@ pub struct Snapshot {
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Body {
-    Observed(Observed),
     Intent(Intent),
     Outcome(Outcome),
     Published(Published),
@@ -190,7 +366,6 @@ impl Body {
     /// Stable lowercase kind name (used in JSON and stats).
     pub fn kind_name(&self) -> &'static str {
         match self {
-            Body::Observed(_) => "observed",
             Body::Intent(_) => "intent",
             Body::Outcome(_) => "outcome",
             Body::Published(_) => "published",
@@ -202,7 +377,6 @@ impl Body {
 impl Record {
     pub fn unit(&self) -> Option<&str> {
         match &self.body {
-            Body::Observed(o) => Some(&o.unit),
             Body::Intent(i) => Some(&i.unit),
             Body::Outcome(o) => Some(&o.unit),
             Body::Published(p) => Some(&p.unit),
@@ -212,7 +386,6 @@ impl Record {
 
     pub fn object(&self) -> Option<&ObjectRef> {
         match &self.body {
-            Body::Observed(o) => Some(&o.object),
             Body::Intent(i) => Some(&i.object),
             Body::Outcome(o) => Some(&o.object),
             Body::Published(p) => p.object.as_ref(),

@@ -9,7 +9,7 @@
 //! |---|---|---|
 //! | `v` | number | schema version, `1` |
 //! | `seq` | number | journal sequence number |
-//! | `kind` | string | `observed`, `intent`, `outcome`, `published`, `snapshot` or `corrupt` |
+//! | `kind` | string | `intent`, `outcome`, `published`, `snapshot` or `corrupt` (`observed` until format 3, never written) |
 //! | `time` | string or null | append time, RFC 3339 UTC with milliseconds (null when corrupt) |
 //! | `at_ms` | number or null | append time, unix milliseconds |
 //! | `unit` | string or null | reconcile unit |
@@ -21,11 +21,14 @@
 //! | `reason` | string | only for `corrupt`: why the record could not be read |
 //!
 //! `body` per kind:
-//! * observed: `{digest}`
-//! * intent: `{action, desired_digest, idempotency_key, lease_epoch, regarding}`
-//! * outcome: `{intent_seq, duration_ms, ok: bool, regarding, resource_version?, detail?, reason?, message?, retryable?}`
+//! * intent: `{action, args, desired_digest, idempotency_key, lease_epoch, regarding}`
+//!   (`args`: what the step acts with, e.g. a host command's argv; `[]` before format 3)
+//! * outcome: `{intent_seq, duration_ms, ok: bool, regarding, resource_version?, detail?, event?, replay?, summary?, applied?, quiet?, reason?, message?, retryable?}`
 //!   (`regarding`: the other objects its Events go to, as objects like `object`; `[]` in format 1)
-//!   (`resource_version`/`detail` when ok, `reason`/`message`/`retryable` when not)
+//!   (when ok: `event` `{type, reason, note}` or null, `replay` (`already-done`, `redone`,
+//!   `not-done`, `superseded`, `rechecked`) or null, `summary`/`applied` of a pass or null,
+//!   `quiet`, and `detail`, every field flattened into one string map as format 2 stored it;
+//!   `reason`/`message`/`retryable` when not)
 //! * published: `{kind: "event"|"status", dedupe_key, summary}`
 //! * snapshot: `{projection, upto_seq, state_len}`
 //!
@@ -37,7 +40,7 @@ use serde_json::{Value, json};
 
 use crate::error::{CorruptRecord, JournalError, Result};
 use crate::journal::Journal;
-use crate::record::{Body, ObjectRef, OutcomeResult, PublishKind, Record, TraceId};
+use crate::record::{Body, ObjectRef, OutcomeResult, PublishKind, Record, Replayed, TraceId};
 use crate::time::rfc3339_utc;
 
 /// `KIND/NAMESPACE/NAME`, or `KIND/NAME` for cluster-scoped objects. Kind matches case-insensitively.
@@ -189,7 +192,6 @@ impl Journal {
 
 fn record_cell(body: &Body) -> String {
     match body {
-        Body::Observed(_) => "Observed".into(),
         Body::Intent(i) => format!("Intent {}", i.action),
         Body::Outcome(o) => format!("Outcome of {}", o.intent_seq),
         Body::Published(p) => match p.kind {
@@ -202,16 +204,22 @@ fn record_cell(body: &Body) -> String {
 
 fn result_cell(body: &Body, open: bool) -> String {
     match body {
-        Body::Observed(o) => format!("digest {}", o.digest),
         Body::Intent(_) if open => "OPEN".into(),
         Body::Intent(_) => "closed".into(),
         Body::Outcome(o) => match &o.result {
-            OutcomeResult::Ok {
-                resource_version, ..
-            } => match resource_version {
-                Some(rv) => format!("ok rv={rv}"),
-                None => "ok".into(),
-            },
+            OutcomeResult::Ok(d) => {
+                let mut cell = String::from("ok");
+                if let Some(rv) = &d.resource_version {
+                    cell.push_str(&format!(" rv={rv}"));
+                }
+                if let Some(r) = d.replay {
+                    cell.push_str(&format!(" replay={r}"));
+                }
+                if let Some(e) = &d.event {
+                    cell.push_str(&format!(" event={}", e.reason));
+                }
+                cell
+            }
             OutcomeResult::Err {
                 reason,
                 message,
@@ -309,19 +317,20 @@ pub fn entry_json(entry: &Entry) -> Value {
         }),
         Entry::Record { record, open } => {
             let body = match &record.body {
-                Body::Observed(o) => json!({"digest": o.digest}),
                 Body::Intent(i) => json!({
-                    "action": i.action, "desired_digest": i.desired_digest,
+                    "action": i.action, "args": i.args, "desired_digest": i.desired_digest,
                     "idempotency_key": i.idempotency_key, "lease_epoch": i.lease_epoch,
                     "regarding": i.regarding.iter().map(object_json).collect::<Vec<_>>(),
                 }),
                 Body::Outcome(o) => match &o.result {
-                    OutcomeResult::Ok {
-                        resource_version,
-                        detail,
-                    } => json!({
+                    OutcomeResult::Ok(d) => json!({
                         "intent_seq": o.intent_seq, "duration_ms": o.duration_ms, "ok": true,
-                        "resource_version": resource_version, "detail": detail,
+                        "resource_version": d.resource_version, "detail": d.flat(),
+                        "event": d.event.as_ref().map(|e| json!({
+                            "type": e.type_name(), "reason": e.reason, "note": e.note,
+                        })),
+                        "replay": d.replay.map(Replayed::as_str),
+                        "summary": d.summary, "applied": d.applied, "quiet": d.quiet,
                         "regarding": o.regarding.iter().map(object_json).collect::<Vec<_>>(),
                     }),
                     OutcomeResult::Err {

@@ -111,7 +111,6 @@ impl Journal {
                     }
                     groups.push((seqs, idem, rec.at_ms));
                 }
-                Body::Observed(_) => groups.push((vec![rec.seq], None, rec.at_ms)),
                 Body::Published(p) => {
                     let latest = store.get(&keys::str_key(keys::PUBLISHED, &p.dedupe_key))?;
                     if latest.as_deref().and_then(keys::parse_u64) != Some(rec.seq) {
@@ -195,6 +194,7 @@ mod tests {
                             unit: "u".into(),
                             object: ObjectRef::default(),
                             action: "apply".into(),
+                            args: Vec::new(),
                             desired_digest: String::new(),
                             idempotency_key: format!("k{k}"),
                             lease_epoch: 0,
@@ -203,10 +203,7 @@ mod tests {
                         Trace::default(),
                     )
                     .unwrap();
-                let ok = OutcomeResult::Ok {
-                    resource_version: None,
-                    detail: Default::default(),
-                };
+                let ok = OutcomeResult::Ok(crate::Done::default());
                 j.append_outcome(i, ok, Duration::ZERO, Trace::default())
                     .unwrap();
                 i

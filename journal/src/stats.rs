@@ -10,7 +10,7 @@ use crate::journal::Journal;
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct Stats {
     pub records: u64,
-    /// Keyed by `observed|intent|outcome|published|snapshot|corrupt`.
+    /// Keyed by `intent|outcome|published|snapshot|corrupt`.
     pub by_kind: BTreeMap<String, u64>,
     pub by_unit: BTreeMap<String, u64>,
     pub open_intents: u64,

@@ -137,7 +137,6 @@ impl Journal {
                         }
                         last_snap.insert(s.projection, rec.seq);
                     }
-                    Body::Observed(_) => {}
                 },
             }
         }

@@ -2,6 +2,8 @@
 //! fails with an error) and "panic"; the journal is reopened and must be consistent: no
 //! half-written record visible as valid, open-intent index matching the records, seqs never
 //! reused. One test function, because the `fail` registry is process-global.
+// Test code: a panic is a failed test, and its output is the report.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 #![cfg(feature = "failpoints")]
 
 mod common;

@@ -1,4 +1,6 @@
 //! Behaviour of appends, indexes, queries, corruption handling, inspection and rendering.
+// Test code: a panic is a failed test, and its output is the report.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
 mod common;
 
@@ -16,7 +18,7 @@ fn tmp() -> tempfile::TempDir {
 fn seqs_are_monotonic_and_continue_after_reopen() {
     let dir = tmp();
     let j = Journal::open(dir.path()).unwrap();
-    let a = j.append_observed(observed("vg", "c"), trace(1)).unwrap();
+    let a = j.append_published(status("vg", "c"), trace(1)).unwrap();
     let b = j.append_intent(intent("vg", "c", "k1"), trace(1)).unwrap();
     assert_eq!((a, b), (1, 2));
     drop(j);
@@ -110,7 +112,7 @@ fn since_filter_and_range_by_seq() {
     let j = Journal::open_with(dir.path(), cfg).unwrap();
     for t in [1_000u64, 2_000, 3_000] {
         now.store(t, std::sync::atomic::Ordering::SeqCst);
-        j.append_observed(observed("vg", "c"), trace(1)).unwrap();
+        j.append_published(status("vg", "c"), trace(1)).unwrap();
     }
     assert_eq!(j.since(2_000).unwrap().len(), 2);
     let mid: Vec<u64> = j.iter_range(2..=2).map(|r| r.unwrap().seq).collect();
@@ -141,7 +143,7 @@ fn corrupt_record_is_reported_and_the_rest_stays_readable() {
     let dir = tmp();
     let j = Journal::open(dir.path()).unwrap();
     for n in 0..10 {
-        j.append_observed(observed("vg", &format!("c{n}")), trace(n))
+        j.append_published(status("vg", &format!("c{n}")), trace(n))
             .unwrap();
     }
     assert!(j.testing_corrupt_record(5).unwrap());
@@ -219,7 +221,7 @@ fn missing_records_are_reported_as_gaps() {
     let dir = tmp();
     let j = Journal::open(dir.path()).unwrap();
     for n in 0..6 {
-        j.append_observed(observed("vg", "c"), trace(n)).unwrap();
+        j.append_published(status("vg", "c"), trace(n)).unwrap();
     }
     drop(j);
     // Delete seq 3 behind the journal's back through sled directly.
@@ -240,7 +242,7 @@ fn missing_records_are_reported_as_gaps() {
 fn newer_format_version_is_refused_naming_both_versions() {
     let dir = tmp();
     let j = Journal::open(dir.path()).unwrap();
-    j.append_observed(observed("vg", "c"), trace(1)).unwrap();
+    j.append_published(status("vg", "c"), trace(1)).unwrap();
     j.testing_set_format_version(lvms_journal::codec::FORMAT_VERSION + 1)
         .unwrap();
     drop(j);
@@ -260,14 +262,14 @@ fn newer_format_version_is_refused_naming_both_versions() {
         matches!(
             err,
             JournalError::NewerFormat {
-                found: 3,
-                supported: 2
+                found: 4,
+                supported: 3
             }
         ),
         "{err}"
     );
     let msg = err.to_string();
-    assert!(msg.contains('3') && msg.contains('2'), "{msg}");
+    assert!(msg.contains('4') && msg.contains('3'), "{msg}");
 }
 
 #[test]
@@ -281,7 +283,7 @@ fn open_copy_reads_a_locked_journal_without_touching_it() {
     assert!(Journal::open(dir.path()).is_err());
     let copy = Journal::open_copy(dir.path()).unwrap();
     assert_eq!(copy.open_intent_seqs().unwrap(), vec![i]);
-    copy.append_observed(observed("vg", "c"), trace(1)).unwrap();
+    copy.append_published(status("vg", "c"), trace(1)).unwrap();
     let copy_path = copy.path().to_path_buf();
     drop(copy);
     assert!(!copy_path.exists(), "copy is removed on drop");
@@ -331,7 +333,7 @@ fn json_follows_the_documented_schema() {
 fn stats_count_kinds_units_and_open_intents() {
     let dir = tmp();
     let j = Journal::open(dir.path()).unwrap();
-    j.append_observed(observed("vg", "c"), trace(1)).unwrap();
+    j.append_published(status("vg", "c"), trace(1)).unwrap();
     let i = j.append_intent(intent("vg", "c", "k"), trace(1)).unwrap();
     j.append_intent(intent("node", "c", "k2"), trace(1))
         .unwrap();
@@ -373,8 +375,8 @@ fn the_append_observer_sees_each_append_and_whether_it_flushed() {
         !j.set_append_observer(std::sync::Arc::new(|_, _| {})),
         "the first observer stays"
     );
-    j.append_observed(observed("vg", "a"), trace(1)).unwrap(); // 1 unflushed: no flush
-    j.append_observed(observed("vg", "b"), trace(1)).unwrap(); // 2nd: group flush
+    j.append_published(status("vg", "a"), trace(1)).unwrap(); // 1 unflushed: no flush
+    j.append_published(status("vg", "b"), trace(1)).unwrap(); // 2nd: group flush
     j.append_intent(intent("vg", "c", "k"), trace(1)).unwrap(); // write-ahead: always
     let flushed: Vec<bool> = seen.lock().unwrap().iter().map(|(_, f)| *f).collect();
     assert_eq!(flushed, vec![false, true, true]);
@@ -385,7 +387,7 @@ fn the_append_observer_sees_each_append_and_whether_it_flushed() {
 fn a_journal_held_by_a_live_handle_is_refused_after_a_short_wait() {
     let dir = tmp();
     let j = Journal::open(dir.path()).unwrap();
-    j.append_observed(observed("vg", "c"), trace(1)).unwrap();
+    j.append_published(status("vg", "c"), trace(1)).unwrap();
     let started = std::time::Instant::now();
     let err = match Journal::open(dir.path()) {
         Err(e) => e,

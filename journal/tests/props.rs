@@ -1,5 +1,7 @@
 //! Property tests: snapshot + tail == fold of everything (also across compaction), and
 //! compaction never removes an open intent.
+// Test code: a panic is a failed test, and its output is the report.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
 mod common;
 
@@ -41,7 +43,7 @@ fn run(ops: &[Op], dir: &std::path::Path) -> (Journal, Summary, BTreeMap<u64, St
         let unit = |u: &u8| format!("unit{u}");
         let seq = match op {
             Op::Observe(u) => Some(
-                j.append_observed(observed(&unit(u), "c"), trace(n as u64))
+                j.append_published(status(&unit(u), "c"), trace(n as u64))
                     .unwrap(),
             ),
             Op::Intent(u) => {

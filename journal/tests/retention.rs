@@ -1,4 +1,6 @@
 //! Retention keeps the journal bounded under steady load, by count and by age.
+// Test code: a panic is a failed test, and its output is the report.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
 mod common;
 
@@ -11,7 +13,7 @@ use lvms_journal::*;
 /// One reconcile: observe, intent, outcome, publish (4 records), on 4 units / 8 event keys.
 fn cycle(j: &Journal, n: u64) {
     let unit = format!("unit{}", n % 4);
-    j.append_observed(observed(&unit, "c"), trace(n)).unwrap();
+    j.append_published(status(&unit, "c"), trace(n)).unwrap();
     let i = j
         .append_intent(intent(&unit, "c", &format!("k{n}")), trace(n))
         .unwrap();
@@ -93,7 +95,7 @@ fn age_based_retention_only_touches_old_closed_records_below_the_snapshot() {
             max_records: None,
         })
         .unwrap();
-    // Old: 10 observed + 10 intent/outcome pairs + 10 published. Of the published, the
+    // Old: 10 status writes (all superseded) + 10 intent/outcome pairs + 10 published. Of the published, the
     // latest of ev0 (n=8), ev1 (n=9) and ev7 (n=7) are still latest and kept; ev2..ev6 were
     // superseded by the fresh cycles. 10 + 20 + 7 = 37.
     assert_eq!(rep.deleted, 37, "{rep:?}");

@@ -5,7 +5,10 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod crds;
+// These commands print their results on stdout: that is their output, not logging.
+#[allow(clippy::print_stdout)]
 mod dev;
+#[allow(clippy::print_stdout)]
 mod journal;
 mod operator;
 pub mod signals;

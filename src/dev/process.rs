@@ -23,20 +23,21 @@ pub enum Lifetime {
 
 type Job = (Command, mpsc::Sender<std::io::Result<Child>>);
 
-fn forker() -> &'static Mutex<mpsc::Sender<Job>> {
+fn forker() -> std::io::Result<&'static Mutex<mpsc::Sender<Job>>> {
     static FORKER: OnceLock<Mutex<mpsc::Sender<Job>>> = OnceLock::new();
-    FORKER.get_or_init(|| {
-        let (tx, rx) = mpsc::channel::<Job>();
-        std::thread::Builder::new()
-            .name("lvms-dev-forker".into())
-            .spawn(move || {
-                for (mut cmd, reply) in rx {
-                    let _ = reply.send(cmd.spawn());
-                }
-            })
-            .expect("spawning the forker thread");
-        Mutex::new(tx)
-    })
+    if let Some(f) = FORKER.get() {
+        return Ok(f);
+    }
+    let (tx, rx) = mpsc::channel::<Job>();
+    std::thread::Builder::new()
+        .name("lvms-dev-forker".into())
+        .spawn(move || {
+            for (mut cmd, reply) in rx {
+                let _ = reply.send(cmd.spawn());
+            }
+        })?;
+    // A racing first call may have won: its forker is used, and ours ends with its sender.
+    Ok(FORKER.get_or_init(|| Mutex::new(tx)))
 }
 
 /// Spawns `cmd` with stdout and stderr appended to `log`.
@@ -57,7 +58,7 @@ pub fn spawn(mut cmd: Command, log: &Path, lifetime: Lifetime) -> std::io::Resul
                 });
             }
             let (tx, rx) = mpsc::channel();
-            forker()
+            forker()?
                 .lock()
                 .map_err(|_| std::io::Error::other("forker lock poisoned"))?
                 .send((cmd, tx))

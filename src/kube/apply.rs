@@ -1,11 +1,9 @@
 //! Writes: server-side apply (field manager `lvms-operator`, force), delete, finalizer edits.
 //! Every function is one side effect, called from inside a journaled step.
 
-use std::collections::BTreeMap;
-
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
 use kube::{Client, Error};
-use lvms_actors::UnitError;
+use lvms_actors::{Done, UnitError};
 use serde_json::{Value, json};
 
 use super::FIELD_MANAGER;
@@ -41,12 +39,8 @@ fn is_not_found(err: &Error) -> bool {
     matches!(err, Error::Api(s) if s.code == 404)
 }
 
-fn rv_detail(obj: &DynamicObject) -> BTreeMap<String, String> {
-    obj.metadata
-        .resource_version
-        .iter()
-        .map(|rv| ("resourceVersion".to_string(), rv.clone()))
-        .collect()
+fn rv_detail(obj: &DynamicObject) -> Done {
+    Done::resource_version(obj.metadata.resource_version.clone())
 }
 
 fn name_of(obj: &Value) -> (&str, &str) {
@@ -58,11 +52,7 @@ fn name_of(obj: &Value) -> (&str, &str) {
 }
 
 /// Server-side apply of a full desired object (must carry apiVersion and kind).
-pub async fn apply(
-    client: &Client,
-    kind: Kind,
-    obj: &Value,
-) -> Result<BTreeMap<String, String>, UnitError> {
+pub async fn apply(client: &Client, kind: Kind, obj: &Value) -> Result<Done, UnitError> {
     let (ns, name) = name_of(obj);
     let params = PatchParams::apply(FIELD_MANAGER).force();
     api(client, kind, ns)
@@ -78,13 +68,13 @@ pub async fn delete(
     kind: Kind,
     namespace: &str,
     name: &str,
-) -> Result<BTreeMap<String, String>, UnitError> {
+) -> Result<Done, UnitError> {
     match api(client, kind, namespace)
         .delete(name, &DeleteParams::background())
         .await
     {
-        Ok(_) => Ok(BTreeMap::from([("deleted".into(), "true".into())])),
-        Err(e) if is_not_found(&e) => Ok(BTreeMap::from([("gone".into(), "true".into())])),
+        Ok(_) => Ok(Done::default().with_fact("deleted", "true")),
+        Err(e) if is_not_found(&e) => Ok(Done::default().with_fact("gone", "true")),
         Err(e) => Err(unit_error(&format!("delete {} {name}", kind.kind()), e)),
     }
 }
@@ -109,20 +99,20 @@ pub async fn edit_finalizers(
     namespace: &str,
     name: &str,
     edit: impl Fn(&mut Vec<String>),
-) -> Result<BTreeMap<String, String>, UnitError> {
+) -> Result<Done, UnitError> {
     let api = api(client, kind, namespace);
     let what = format!("finalizers of {} {name}", kind.kind());
     let mut attempt = 0;
     loop {
         attempt += 1;
         let Some(obj) = api.get_opt(name).await.map_err(|e| unit_error(&what, e))? else {
-            return Ok(BTreeMap::from([("gone".into(), "true".into())]));
+            return Ok(Done::default().with_fact("gone", "true"));
         };
         let before = obj.metadata.finalizers.clone().unwrap_or_default();
         let mut after = before.clone();
         edit(&mut after);
         if after == before {
-            return Ok(BTreeMap::from([("unchanged".into(), "true".into())]));
+            return Ok(Done::default().with_fact("unchanged", "true"));
         }
         let patch = json!({"metadata": {
             "finalizers": after,

@@ -2,7 +2,6 @@
 //! turns every watch event into trigger bumps of the units that depend on that kind.
 
 use std::fmt::Debug;
-use std::hash::Hash;
 use std::sync::Arc;
 
 use futures::StreamExt;
@@ -21,24 +20,9 @@ use super::kinds::Kind;
 use crate::api::{LVMCluster, LVMVolumeGroup, LVMVolumeGroupNodeStatus};
 use crate::kube::discovery::Capabilities;
 
-/// Which cache changed (the router maps it to units).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Source {
-    Cluster,
-    Node,
-    NodeStatus,
-    VolumeGroup,
-    DaemonSet,
-    StorageClass,
-    CsiDriver,
-    CsiNode,
-    SnapshotClass,
-    Scc,
-}
-
 /// Wakes the units a watch source matters to; the second argument is the W3C traceparent of
 /// a change that starts a trace (a new LVMCluster generation).
-pub type Router = Arc<dyn Fn(Source, Option<&str>) + Send + Sync>;
+pub type Router = Arc<dyn Fn(Kind, Option<&str>) + Send + Sync>;
 
 #[derive(Clone)]
 pub struct Caches {
@@ -68,7 +52,7 @@ impl Drop for WatchHub {
 pub(crate) fn spawn_typed<K>(
     api: Api<K>,
     cfg: watcher::Config,
-    source: Source,
+    source: Kind,
     router: Router,
     strip: fn(&mut K),
     tasks: &mut Vec<JoinHandle<()>>,
@@ -88,7 +72,7 @@ where
 fn spawn_dynamic(
     client: &Client,
     kind: Kind,
-    source: Source,
+    source: Kind,
     router: Router,
     tasks: &mut Vec<JoinHandle<()>>,
 ) -> Store<DynamicObject> {
@@ -115,7 +99,7 @@ pub fn watch_errors() -> &'static std::sync::Mutex<std::collections::BTreeMap<St
 }
 
 // The watch-error map only explains a failing /readyz; a poisoned one just explains less.
-fn watch_ok(source: Source) {
+fn watch_ok(source: Kind) {
     if let Ok(mut m) = watch_errors().lock()
         && !m.is_empty()
     {
@@ -123,7 +107,7 @@ fn watch_ok(source: Source) {
     }
 }
 
-fn watch_failed(source: Source, e: &dyn std::fmt::Display) {
+fn watch_failed(source: Kind, e: &dyn std::fmt::Display) {
     let text = e.to_string();
     let first = watch_errors()
         .lock()
@@ -139,7 +123,7 @@ fn watch_failed(source: Source, e: &dyn std::fmt::Display) {
 /// Drive a reflector stream: every event (or error, retried with backoff) wakes the router.
 async fn route<T, E: std::fmt::Display>(
     stream: impl futures::Stream<Item = Result<T, E>>,
-    source: Source,
+    source: Kind,
     router: Router,
 ) {
     futures::pin_mut!(stream);
@@ -159,7 +143,7 @@ async fn route<T, E: std::fmt::Display>(
 /// processes.
 async fn route_generations<K: Resource<DynamicType = ()>, E: std::fmt::Display>(
     stream: impl futures::Stream<Item = Result<watcher::Event<K>, E>>,
-    source: Source,
+    source: Kind,
     router: Router,
 ) {
     let mut seen: std::collections::HashMap<String, i64> = Default::default();
@@ -244,7 +228,7 @@ impl WatchHub {
                     .reflect(writer);
                 tasks.push(tokio::spawn(route_generations(
                     stream,
-                    Source::Cluster,
+                    Kind::LvmCluster,
                     r(),
                 )));
                 store
@@ -254,7 +238,7 @@ impl WatchHub {
             nodes: spawn_typed(
                 Api::all(c.clone()),
                 all.clone().page_size(50),
-                Source::Node,
+                Kind::Node,
                 r(),
                 strip_node,
                 &mut tasks,
@@ -262,7 +246,7 @@ impl WatchHub {
             node_statuses: spawn_typed(
                 Api::namespaced(c.clone(), namespace),
                 all.clone(),
-                Source::NodeStatus,
+                Kind::NodeStatus,
                 r(),
                 strip_meta,
                 &mut tasks,
@@ -270,7 +254,7 @@ impl WatchHub {
             volume_groups: spawn_typed(
                 Api::namespaced(c.clone(), namespace),
                 all.clone(),
-                Source::VolumeGroup,
+                Kind::VolumeGroup,
                 r(),
                 strip_meta,
                 &mut tasks,
@@ -278,7 +262,7 @@ impl WatchHub {
             daemonsets: spawn_typed(
                 Api::namespaced(c.clone(), namespace),
                 all.clone().fields("metadata.name=vg-manager"),
-                Source::DaemonSet,
+                Kind::DaemonSet,
                 r(),
                 strip_meta,
                 &mut tasks,
@@ -286,7 +270,7 @@ impl WatchHub {
             storage_classes: spawn_typed(
                 Api::all(c.clone()),
                 all.clone(),
-                Source::StorageClass,
+                Kind::StorageClass,
                 r(),
                 strip_meta,
                 &mut tasks,
@@ -294,7 +278,7 @@ impl WatchHub {
             csi_drivers: spawn_typed(
                 Api::all(c.clone()),
                 all.clone().fields("metadata.name=topolvm.io"),
-                Source::CsiDriver,
+                Kind::CsiDriver,
                 r(),
                 strip_meta,
                 &mut tasks,
@@ -302,7 +286,7 @@ impl WatchHub {
             csi_nodes: spawn_typed(
                 Api::all(c.clone()),
                 all.clone().page_size(100),
-                Source::CsiNode,
+                Kind::CsiNode,
                 r(),
                 strip_csi_node,
                 &mut tasks,
@@ -311,14 +295,14 @@ impl WatchHub {
                 spawn_dynamic(
                     client,
                     Kind::SnapshotClass,
-                    Source::SnapshotClass,
+                    Kind::SnapshotClass,
                     r(),
                     &mut tasks,
                 )
             }),
             sccs: caps
                 .scc
-                .then(|| spawn_dynamic(client, Kind::Scc, Source::Scc, r(), &mut tasks)),
+                .then(|| spawn_dynamic(client, Kind::Scc, Kind::Scc, r(), &mut tasks)),
         };
         (WatchHub { tasks }, caches)
     }

@@ -1,12 +1,17 @@
-//! The object kinds the operator writes, with their API coordinates.
+//! The object kinds lvms writes or watches, with their API coordinates. One enum for both:
+//! what a unit writes and what wakes it are the same kinds.
 
 use kube::api::{ApiResource, GroupVersionKind};
 use kube::core::Resource;
 
-/// A kind the operator writes. `namespaced` objects live in the operator namespace.
+/// A kind lvms writes or watches. `namespaced` objects live in the operator namespace.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Kind {
     LvmCluster,
+    /// Watched only (node selectors, vg-manager's own node).
+    Node,
+    /// Watched only (kubelet registrations of the CSI driver).
+    CsiNode,
     CsiDriver,
     DaemonSet,
     VolumeGroup,
@@ -18,9 +23,11 @@ pub enum Kind {
 
 impl Kind {
     pub fn api_resource(self) -> ApiResource {
-        use k8s_openapi::api::{apps::v1::DaemonSet, storage::v1 as st};
+        use k8s_openapi::api::{apps::v1::DaemonSet, core::v1::Node, storage::v1 as st};
         match self {
             Kind::LvmCluster => ApiResource::erase::<crate::api::LVMCluster>(&()),
+            Kind::Node => ApiResource::erase::<Node>(&()),
+            Kind::CsiNode => ApiResource::erase::<st::CSINode>(&()),
             Kind::CsiDriver => ApiResource::erase::<st::CSIDriver>(&()),
             Kind::DaemonSet => ApiResource::erase::<DaemonSet>(&()),
             Kind::VolumeGroup => ApiResource::erase::<crate::api::LVMVolumeGroup>(&()),

@@ -2,6 +2,7 @@
 //! LVMVolumeGroup spec, without running anything. The executor runs the commands built here
 //! (adding the nsenter prefix and lvm's `--config`) and feeds their output back in.
 
+pub mod actions;
 pub mod allowlist;
 pub mod commands;
 pub mod discovery;
@@ -13,6 +14,7 @@ pub mod lvmd_config;
 pub mod replay;
 pub mod report;
 pub mod resolve;
+pub mod teardown;
 pub mod thin;
 pub mod validate;
 pub mod vg_status;

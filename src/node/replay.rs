@@ -8,6 +8,7 @@
 
 use std::collections::BTreeSet;
 
+use super::actions::VolumeGroupAction as A;
 use super::report::{ExistingVg, PhysicalVolume};
 
 /// Whether an interrupted step already happened on the host.
@@ -17,18 +18,19 @@ pub enum Verdict {
     NotDone,
 }
 
-impl Verdict {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Verdict::AlreadyDone => "already-done",
-            Verdict::NotDone => "not-done",
+impl From<Verdict> for lvms_journal::Replayed {
+    fn from(v: Verdict) -> Self {
+        match v {
+            Verdict::AlreadyDone => lvms_journal::Replayed::AlreadyDone,
+            Verdict::NotDone => lvms_journal::Replayed::NotDone,
         }
     }
 }
 
 /// Device arguments of a recorded argv (`/dev/...` words).
-pub fn devices_in(argv: &str) -> Vec<&str> {
-    argv.split_whitespace()
+pub fn devices_in(argv: &[String]) -> Vec<&str> {
+    argv.iter()
+        .map(String::as_str)
         .filter(|a| a.starts_with("/dev/"))
         .collect()
 }
@@ -37,25 +39,25 @@ pub fn devices_in(argv: &str) -> Vec<&str> {
 /// `pvs`/`vgs` report now (`existing`: the VG joined with its PVs, when it exists). Steps
 /// whose effect cannot be read back from lvm2 are `NotDone`: the next pass decides again.
 pub fn verdict(
-    action: &str,
-    argv: &str,
+    action: A,
+    argv: &[String],
     vg: &str,
     pvs: &[PhysicalVolume],
     existing: Option<&ExistingVg>,
 ) -> Verdict {
     let done = match action {
-        "vgcreate" | "vgextend" => existing.is_some_and(|e| {
+        A::Vgcreate | A::Vgextend => existing.is_some_and(|e| {
             devices_in(argv)
                 .iter()
                 .all(|d| e.pvs.iter().any(|p| p.pv_name == *d))
         }),
-        "vgremove" => existing.is_none(),
-        "vgreduce" => devices_in(argv).iter().all(|d| {
+        A::Vgremove => existing.is_none(),
+        A::Vgreduce => devices_in(argv).iter().all(|d| {
             !pvs.iter()
                 .any(|p| p.pv_name == *d && p.vg_name.as_deref() == Some(vg))
         }),
         // The label itself is gone (a pvremove is the only step that removes it).
-        a if is_pvremove(a) => devices_in(argv)
+        A::Pvremove | A::PvremoveTeardown => devices_in(argv)
             .iter()
             .all(|d| !pvs.iter().any(|p| p.pv_name == *d)),
         _ => false,
@@ -67,31 +69,20 @@ pub fn verdict(
     }
 }
 
-/// `pvremove` after a `vgreduce` (day-2 device removal, with its `DeviceRemoved` Event), and
-/// [`PVREMOVE_TEARDOWN`] after `vgremove`.
-pub const PVREMOVE: &str = "pvremove";
-pub const PVREMOVE_TEARDOWN: &str = "pvremove-teardown";
-
-pub fn is_pvremove(action: &str) -> bool {
-    action == PVREMOVE || action == PVREMOVE_TEARDOWN
-}
-
 /// The devices of the volume group as this node built it, from its own journal: the
 /// `(action, argv)` of every host-step intent of the VG's unit, oldest first. The last
 /// `vgcreate` starts the set, `vgextend` adds, `vgreduce` removes. Used when the VG is gone
 /// but teardown may not have removed the PV labels (a kill between `vgremove` and
 /// `pvremove`): only devices this node itself put into the VG qualify.
-pub fn devices_from_journal<'a>(
-    steps: impl IntoIterator<Item = (&'a str, &'a str)>,
-) -> BTreeSet<String> {
+pub fn devices_from_journal(steps: &[(A, Vec<String>)]) -> BTreeSet<String> {
     let mut devices = BTreeSet::new();
     for (action, argv) in steps {
         match action {
-            "vgcreate" => {
+            A::Vgcreate => {
                 devices = devices_in(argv).into_iter().map(String::from).collect();
             }
-            "vgextend" => devices.extend(devices_in(argv).into_iter().map(String::from)),
-            "vgreduce" => {
+            A::Vgextend => devices.extend(devices_in(argv).into_iter().map(String::from)),
+            A::Vgreduce => {
                 for d in devices_in(argv) {
                     devices.remove(d);
                 }
@@ -115,6 +106,11 @@ pub fn orphaned_labels(devices: &BTreeSet<String>, pvs: &[PhysicalVolume]) -> Ve
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An argv from its words.
+    fn w(s: &str) -> Vec<String> {
+        s.split_whitespace().map(String::from).collect()
+    }
 
     fn pv(name: &str, vg: Option<&str>) -> PhysicalVolume {
         PhysicalVolume {
@@ -140,8 +136,8 @@ mod tests {
         let labelled = [pv("/dev/loop1", None)];
         assert_eq!(
             verdict(
-                PVREMOVE_TEARDOWN,
-                "pvremove /dev/loop1",
+                A::PvremoveTeardown,
+                &w("pvremove /dev/loop1"),
                 "vg1",
                 &labelled,
                 None
@@ -149,18 +145,30 @@ mod tests {
             Verdict::NotDone
         );
         assert_eq!(
-            verdict(PVREMOVE, "pvremove /dev/loop1 -y", "vg1", &labelled, None),
+            verdict(
+                A::Pvremove,
+                &w("pvremove /dev/loop1 -y"),
+                "vg1",
+                &labelled,
+                None
+            ),
             Verdict::NotDone
         );
         assert_eq!(
-            verdict(PVREMOVE_TEARDOWN, "pvremove /dev/loop1", "vg1", &[], None),
+            verdict(
+                A::PvremoveTeardown,
+                &w("pvremove /dev/loop1"),
+                "vg1",
+                &[],
+                None
+            ),
             Verdict::AlreadyDone
         );
         // Several devices: all must be unlabelled.
         assert_eq!(
             verdict(
-                PVREMOVE_TEARDOWN,
-                "pvremove /dev/loop1 /dev/loop2",
+                A::PvremoveTeardown,
+                &w("pvremove /dev/loop1 /dev/loop2"),
                 "vg1",
                 &[pv("/dev/loop2", None)],
                 None
@@ -175,8 +183,8 @@ mod tests {
         let pvs = in_vg.pvs.clone();
         assert_eq!(
             verdict(
-                "vgcreate",
-                "vgcreate vg1 /dev/loop1",
+                A::Vgcreate,
+                &w("vgcreate vg1 /dev/loop1"),
                 "vg1",
                 &pvs,
                 Some(&in_vg)
@@ -184,13 +192,13 @@ mod tests {
             Verdict::AlreadyDone
         );
         assert_eq!(
-            verdict("vgcreate", "vgcreate vg1 /dev/loop1", "vg1", &[], None),
+            verdict(A::Vgcreate, &w("vgcreate vg1 /dev/loop1"), "vg1", &[], None),
             Verdict::NotDone
         );
         assert_eq!(
             verdict(
-                "vgextend",
-                "vgextend vg1 /dev/loop2",
+                A::Vgextend,
+                &w("vgextend vg1 /dev/loop2"),
                 "vg1",
                 &pvs,
                 Some(&in_vg)
@@ -198,17 +206,17 @@ mod tests {
             Verdict::NotDone
         );
         assert_eq!(
-            verdict("vgremove", "vgremove vg1", "vg1", &pvs, Some(&in_vg)),
+            verdict(A::Vgremove, &w("vgremove vg1"), "vg1", &pvs, Some(&in_vg)),
             Verdict::NotDone
         );
         assert_eq!(
-            verdict("vgremove", "vgremove vg1", "vg1", &[], None),
+            verdict(A::Vgremove, &w("vgremove vg1"), "vg1", &[], None),
             Verdict::AlreadyDone
         );
         assert_eq!(
             verdict(
-                "vgreduce",
-                "vgreduce vg1 /dev/loop1",
+                A::Vgreduce,
+                &w("vgreduce vg1 /dev/loop1"),
                 "vg1",
                 &pvs,
                 Some(&in_vg)
@@ -217,8 +225,8 @@ mod tests {
         );
         assert_eq!(
             verdict(
-                "vgreduce",
-                "vgreduce vg1 /dev/loop1",
+                A::Vgreduce,
+                &w("vgreduce vg1 /dev/loop1"),
                 "vg1",
                 &[pv("/dev/loop1", None)],
                 None
@@ -227,8 +235,8 @@ mod tests {
         );
         assert_eq!(
             verdict(
-                "lvcreate-thin-pool",
-                "lvcreate ...",
+                A::LvcreateThinPool,
+                &w("lvcreate ..."),
                 "vg1",
                 &pvs,
                 Some(&in_vg)
@@ -240,14 +248,14 @@ mod tests {
     #[test]
     fn the_journal_knows_which_devices_the_vg_had() {
         let steps = [
-            ("vgcreate", "vgcreate vg1 /dev/loop0 --addtag @lvms"), // an earlier life of vg1
-            ("vgremove", "vgremove vg1"),
-            ("vgcreate", "vgcreate vg1 /dev/loop1 --addtag @lvms"),
-            ("vgextend", "vgextend vg1 /dev/loop2 /dev/loop3"),
-            ("vgreduce", "vgreduce vg1 /dev/loop2"),
-            ("pvremove", "pvremove /dev/loop2"),
+            (A::Vgcreate, w("vgcreate vg1 /dev/loop0 --addtag @lvms")), // an earlier life of vg1
+            (A::Vgremove, w("vgremove vg1")),
+            (A::Vgcreate, w("vgcreate vg1 /dev/loop1 --addtag @lvms")),
+            (A::Vgextend, w("vgextend vg1 /dev/loop2 /dev/loop3")),
+            (A::Vgreduce, w("vgreduce vg1 /dev/loop2")),
+            (A::Pvremove, w("pvremove /dev/loop2")),
         ];
-        let devices = devices_from_journal(steps);
+        let devices = devices_from_journal(&steps);
         assert_eq!(
             devices.into_iter().collect::<Vec<_>>(),
             vec!["/dev/loop1", "/dev/loop3"]

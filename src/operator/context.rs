@@ -67,7 +67,8 @@ impl Ctx {
         let labelled =
             |o: &Arc<kube::api::DynamicObject>| owned_by(o.metadata.labels.as_ref(), cluster);
         match kind {
-            Kind::LvmCluster => Ok(Vec::new()),
+            // Kinds no unit writes: the operator owns none of them.
+            Kind::LvmCluster | Kind::Node | Kind::CsiNode => Ok(Vec::new()),
             Kind::CsiDriver => values(
                 c.csi_drivers
                     .state()

@@ -1,6 +1,7 @@
 //! The cluster-level half of lvms: reconcile units (pure `desired`/`plan`), the status fold,
 //! and the wiring of those units into supervised actors.
 
+pub mod actions;
 pub mod context;
 pub mod desired;
 pub mod leader;

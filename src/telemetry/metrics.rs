@@ -481,6 +481,7 @@ mod tests {
                 generation: 0,
             },
             action: "apply".into(),
+            args: Vec::new(),
             idempotency_key: "k".into(),
             desired_digest: "d".into(),
             lease_epoch: 0,

@@ -134,21 +134,9 @@ pub fn event_for(journal: &Journal, rec: &Record) -> lvms_journal::Result<Option
         note,
         action: EVENT_ACTION.into(),
     };
-    if let OutcomeResult::Ok { detail, .. } = &o.result
-        && let Some(reason) = detail.get("event.reason")
-    {
-        let t = if detail.get("event.type").map(String::as_str) == Some("Warning") {
-            EventType::Warning
-        } else {
-            EventType::Normal
-        };
+    if let Some(e) = o.result.done().and_then(|d| d.event.as_ref()) {
         // Host steps regard the host; their Events go to the volume group of the pass.
-        let mut s = spec(
-            t,
-            reason,
-            // No note recorded is an empty note: formatting only.
-            detail.get("event.note").cloned().unwrap_or_default(),
-        );
+        let mut s = spec(e.into(), &e.reason, e.note.clone());
         if o.object.kind == "Host"
             && let Some(subject) = pass_subject(journal, o.intent_seq)?
         {
@@ -168,8 +156,8 @@ pub fn event_for(journal: &Journal, rec: &Record) -> lvms_journal::Result<Option
     }
     Ok(match &o.result {
         // A quiet success (a teardown) told its news through its steps' Events.
-        OutcomeResult::Ok { detail, .. } if detail.contains_key(lvms_actors::QUIET_DETAIL) => None,
-        OutcomeResult::Ok { .. } => Some(spec(
+        OutcomeResult::Ok(d) if d.quiet => None,
+        OutcomeResult::Ok(_) => Some(spec(
             EventType::Normal,
             EventReason::VolumeGroupReady.as_str(),
             MSG_VOLUME_GROUP_READY.into(),
@@ -283,6 +271,7 @@ mod tests {
                         unit: "vg/vg1".into(),
                         object: vg.clone(),
                         action: PASS_ACTION.into(),
+                        args: Vec::new(),
                         desired_digest: String::new(),
                         idempotency_key: "k".into(),
                         lease_epoch: 0,
@@ -294,10 +283,7 @@ mod tests {
             let out = journal
                 .append_outcome(
                     seq,
-                    OutcomeResult::Ok {
-                        resource_version: None,
-                        detail: Default::default(),
-                    },
+                    OutcomeResult::Ok(Default::default()),
                     std::time::Duration::ZERO,
                     Trace::default(),
                 )
@@ -360,6 +346,7 @@ mod tests {
                         unit: "vg/vg1".into(),
                         object,
                         action: action.into(),
+                        args: Vec::new(),
                         desired_digest: String::new(),
                         idempotency_key: format!("k-{action}"),
                         lease_epoch: 0,
@@ -373,10 +360,7 @@ mod tests {
             let out = journal
                 .append_outcome(
                     seq,
-                    OutcomeResult::Ok {
-                        resource_version: None,
-                        detail,
-                    },
+                    OutcomeResult::Ok(detail),
                     std::time::Duration::ZERO,
                     Trace::default(),
                 )
@@ -387,7 +371,10 @@ mod tests {
         let step = intent(obj("Host", "node-a/vg1", ""), "pvremove");
         let step_rec = outcome(
             step,
-            lvms_actors::event_detail("Normal", "DeviceRemoved", "removed /dev/sdc"),
+            lvms_actors::Done::event(lvms_actors::EventNote::normal(
+                "DeviceRemoved",
+                "removed /dev/sdc",
+            )),
         );
         let pass_rec = outcome(pass, Default::default());
         // Readable: the step's Event regards the volume group of its pass.

@@ -1,9 +1,13 @@
-//! Host commands: every lvm2/lsblk/wipefs/dmsetup call of vg-manager goes through here, so
-//! the same code runs on a real node (`nsenter -m -u -i -n -p -t 1 <cmd>`, the host's lvm2)
-//! and in tests (no prefix, loop devices, `--config` with activation off).
+//! The host seam: every lvm2/lsblk/wipefs/dmsetup call and every file vg-manager reads or
+//! writes goes through [`HostOps`]. [`Host`] is the real one, so the same code runs on a real
+//! node (`nsenter -m -u -i -n -p -t 1 <cmd>`, the host's lvm2) and in tests (no prefix, loop
+//! devices, `--config` with activation off); unit tests answer from lvm2-format fixtures.
 
+use std::io;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use futures::future::BoxFuture;
 use tokio::process::Command;
 use tracing::{Instrument, debug};
 
@@ -39,6 +43,29 @@ impl HostError {
     }
 }
 
+/// What the volume-group actors do to their node, and nothing else.
+pub trait HostOps: Send + Sync + 'static {
+    /// Run `cmd` and require exit 0 (`ok_codes` lists other acceptable exit codes).
+    fn run<'a>(
+        &'a self,
+        cmd: &'a [String],
+        ok_codes: &'a [i32],
+    ) -> BoxFuture<'a, Result<HostOutput, HostError>>;
+
+    fn canonicalize(&self, path: &Path) -> io::Result<PathBuf>;
+
+    /// The entry names of a directory (sysfs `holders`).
+    fn read_dir_names(&self, dir: &Path) -> io::Result<Vec<String>>;
+
+    fn read_to_string(&self, path: &Path) -> io::Result<String>;
+
+    /// Temp file + rename, with `mode`: a crash never leaves a half-written file.
+    fn write_atomic(&self, path: &Path, text: &str, mode: u32) -> io::Result<()>;
+
+    /// Remove a file; one that is not there is not an error.
+    fn remove_file(&self, path: &Path) -> io::Result<()>;
+}
+
 #[derive(Debug, Clone, Default)]
 pub struct Host {
     /// e.g. `["nsenter", "-m", "-u", "-i", "-n", "-p", "-t", "1"]`; empty runs locally.
@@ -59,7 +86,11 @@ impl Host {
     }
 
     /// Run and require exit 0 (`ok_codes` lists other acceptable exit codes, e.g. lvmdevices 5).
-    pub async fn run(&self, cmd: &[String], ok_codes: &[i32]) -> Result<HostOutput, HostError> {
+    pub async fn run_command(
+        &self,
+        cmd: &[String],
+        ok_codes: &[i32],
+    ) -> Result<HostOutput, HostError> {
         let program = cmd
             .first()
             .and_then(|p| std::path::Path::new(p).file_name())
@@ -131,6 +162,50 @@ impl Host {
     }
 }
 
+impl HostOps for Host {
+    fn run<'a>(
+        &'a self,
+        cmd: &'a [String],
+        ok_codes: &'a [i32],
+    ) -> BoxFuture<'a, Result<HostOutput, HostError>> {
+        Box::pin(self.run_command(cmd, ok_codes))
+    }
+
+    fn canonicalize(&self, path: &Path) -> io::Result<PathBuf> {
+        std::fs::canonicalize(path)
+    }
+
+    fn read_dir_names(&self, dir: &Path) -> io::Result<Vec<String>> {
+        std::fs::read_dir(dir)?
+            .map(|e| e.map(|e| e.file_name().to_string_lossy().into_owned()))
+            .collect()
+    }
+
+    fn read_to_string(&self, path: &Path) -> io::Result<String> {
+        std::fs::read_to_string(path)
+    }
+
+    fn write_atomic(&self, path: &Path, text: &str, mode: u32) -> io::Result<()> {
+        use std::os::unix::fs::PermissionsExt;
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        let mut tmp = path.as_os_str().to_owned();
+        tmp.push(".tmp");
+        let tmp = PathBuf::from(tmp);
+        std::fs::write(&tmp, text)?;
+        std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(mode))?;
+        std::fs::rename(&tmp, path)
+    }
+
+    fn remove_file(&self, path: &Path) -> io::Result<()> {
+        match std::fs::remove_file(path) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+            other => other,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -168,11 +243,15 @@ mod tests {
     async fn failures_keep_stderr_and_exit_code() {
         let h = Host::default();
         let err = h
-            .run(&s(&["sh", "-c", "echo boom >&2; exit 3"]), &[])
+            .run_command(&s(&["sh", "-c", "echo boom >&2; exit 3"]), &[])
             .await
             .unwrap_err();
         assert_eq!(err.code(), Some(3));
         assert!(err.to_string().contains("boom"));
-        assert!(h.run(&s(&["sh", "-c", "exit 5"]), &[5]).await.is_ok());
+        assert!(
+            h.run_command(&s(&["sh", "-c", "exit 5"]), &[5])
+                .await
+                .is_ok()
+        );
     }
 }

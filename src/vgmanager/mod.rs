@@ -1,8 +1,10 @@
 //! `lvms vg-manager`: the per-node half. Supervised actors (one per LVMVolumeGroup on this
 //! node, a registry that starts and stops them, a node-status projector, the EventPublisher)
-//! over the journal; host commands through [`host::Host`].
+//! over the journal; host commands and files through [`host::HostOps`].
 
 pub mod events;
+#[cfg(test)]
+mod fake_host;
 pub mod host;
 pub mod lock;
 pub mod node_report;
@@ -10,3 +12,5 @@ pub mod node_status_unit;
 pub mod registry;
 pub mod run;
 pub mod volume_group;
+#[cfg(test)]
+mod volume_group_tests;

@@ -7,13 +7,12 @@
 //! teardown cannot bring a deleted node status back, nor write into a newer one it has not
 //! seen yet.
 
-use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use kube::Client;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::reflector::Store;
-use lvms_actors::{Pass, Steps, Unit, UnitError};
+use lvms_actors::{Done, Pass, Replayed, Steps, Unit, UnitError};
 use lvms_journal::{Intent, PublishKind, Published};
 use serde_json::json;
 
@@ -185,11 +184,9 @@ impl Unit for NodeStatusUnit {
         Ok(reported)
     }
 
-    async fn replay(&self, _i: &Intent, _s: &Steps) -> Result<BTreeMap<String, String>, UnitError> {
-        Ok(BTreeMap::from([(
-            "replay".into(),
-            "status is rewritten".into(),
-        )]))
+    async fn replay(&self, _i: &Intent, _s: &Steps) -> Result<Done, UnitError> {
+        // The status is rewritten by every pass that finds it stale.
+        Ok(Done::replayed(Replayed::Rechecked))
     }
 }
 

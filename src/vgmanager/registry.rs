@@ -7,7 +7,9 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use k8s_openapi::api::core::v1::Node;
 use kube::runtime::reflector::Store;
-use lvms_actors::{ChildSpec, Pass, Steps, SupervisorMsg, Trigger, Unit, UnitError};
+use lvms_actors::{
+    ChildSpec, Done, Pass, Replayed, Steps, SupervisorMsg, Trigger, Unit, UnitError,
+};
 use lvms_journal::Intent;
 use ractor::ActorRef;
 
@@ -95,8 +97,9 @@ impl Unit for Registry {
         })
     }
 
-    async fn replay(&self, _i: &Intent, _s: &Steps) -> Result<BTreeMap<String, String>, UnitError> {
-        Ok(BTreeMap::new())
+    async fn replay(&self, _i: &Intent, _s: &Steps) -> Result<Done, UnitError> {
+        // The registry journals no steps of its own.
+        Ok(Done::replayed(Replayed::Rechecked))
     }
 }
 
@@ -137,6 +140,7 @@ mod tests {
                 unit: unit.into(),
                 object: ObjectRef::default(),
                 action: "remove-finalizer".into(),
+                args: Vec::new(),
                 desired_digest: String::new(),
                 idempotency_key: String::new(),
                 lease_epoch: 0,

@@ -74,7 +74,7 @@ pub async fn run(
             // This node's status matters only to the node-status unit: it writes into the
             // object the operator created (and stops when it is deleted). Its own writes come
             // back here too and find nothing to do.
-            if source == crate::kube::caches::Source::NodeStatus {
+            if source == crate::kube::kinds::Kind::NodeStatus {
                 node_status.bump("NodeStatus");
                 return;
             }
@@ -88,7 +88,7 @@ pub async fn run(
     let volume_groups = spawn_typed(
         Api::<LVMVolumeGroup>::namespaced(client.clone(), &cfg.namespace),
         watcher::Config::default(),
-        crate::kube::caches::Source::VolumeGroup,
+        crate::kube::kinds::Kind::VolumeGroup,
         router.clone(),
         strip_meta,
         &mut tasks,
@@ -96,7 +96,7 @@ pub async fn run(
     let nodes = spawn_typed(
         Api::<Node>::all(client.clone()),
         watcher::Config::default().fields(&format!("metadata.name={}", cfg.node)),
-        crate::kube::caches::Source::Node,
+        crate::kube::kinds::Kind::Node,
         router.clone(),
         strip_meta,
         &mut tasks,
@@ -105,7 +105,7 @@ pub async fn run(
     let node_statuses = spawn_typed(
         Api::<LVMVolumeGroupNodeStatus>::namespaced(client.clone(), &cfg.namespace),
         watcher::Config::default().fields(&format!("metadata.name={}", cfg.node)),
-        crate::kube::caches::Source::NodeStatus,
+        crate::kube::kinds::Kind::NodeStatus,
         router.clone(),
         strip_meta,
         &mut tasks,
@@ -126,7 +126,7 @@ pub async fn run(
         client: client.clone(),
         namespace: cfg.namespace.clone(),
         node: cfg.node.clone(),
-        host: cfg.host.clone(),
+        host: Arc::new(cfg.host.clone()),
         lvmd_path: cfg.lvmd_config.clone(),
         report: report.clone(),
         volume_groups: volume_groups.clone(),

@@ -10,15 +10,16 @@ use std::time::Duration;
 
 use kube::Client;
 use kube::runtime::reflector::Store;
-use lvms_actors::{Pass, StepSpec, Steps, Unit, UnitError, event_detail};
+use lvms_actors::{Action, Done, EventNote, Pass, StepSpec, Steps, Unit, UnitError};
 use lvms_journal::{Intent, ObjectRef};
 
-use super::host::Host;
+use super::host::HostOps;
 use super::node_report::NodeReport;
 use crate::api::{LVMVolumeGroup, LVMVolumeGroupNodeStatus, NODE_CLEANUP_FINALIZER_PREFIX};
 use crate::api::{RaidHealthStatus, RaidStatus};
 use crate::kube::apply;
 use crate::kube::kinds::Kind;
+use crate::node::actions::{VolumeGroupAction as A, recorded_argv};
 use crate::node::discovery::{self, DiscoveryInput, Plan, VgAction};
 use crate::node::events::EventReason;
 use crate::node::filter::{FilterContext, FilteredDevices, filter_devices};
@@ -28,17 +29,22 @@ use crate::node::report::{
     ExistingVg, LvReport, PhysicalVolume, find_vg, join_vgs, parse_lvs, parse_pvs, parse_vgs,
 };
 use crate::node::resolve::{ResolvedPaths, paths_to_resolve};
+use crate::node::teardown::{self, Teardown, TeardownView};
 use crate::node::vg_status::{Phase, raid_status, vg_status};
 use crate::node::{allowlist, commands, lvmd_config, replay, thin, validate, wipe};
 use crate::objects::object_ref;
 use crate::telemetry::metrics::Metrics;
+
+/// The journal's object kind for this node's host (commands, lvmd.yaml).
+const HOST_KIND: &str = "Host";
 
 /// What every volume-group actor on this node shares.
 pub struct NodeCtx {
     pub client: Client,
     pub namespace: String,
     pub node: String,
-    pub host: Host,
+    /// Commands and files of this node (the real host, or a fake in unit tests).
+    pub host: Arc<dyn HostOps>,
     pub lvmd_path: PathBuf,
     pub report: NodeReport,
     pub volume_groups: Store<LVMVolumeGroup>,
@@ -124,13 +130,9 @@ fn is_absent(e: &std::io::Error) -> bool {
 /// would offer a held device as free): the error stands in for the holders, so the filter
 /// refuses the device with it as the reason until a later pass can read them (as an
 /// unreadable blkid probe). Per device: a device gone since lsblk must not fail the pass.
-fn holders_of(dir: &std::path::Path) -> Vec<String> {
-    let read = || -> std::io::Result<Vec<String>> {
-        std::fs::read_dir(dir)?
-            .map(|e| e.map(|e| e.file_name().to_string_lossy().into_owned()))
-            .collect()
-    };
-    read().unwrap_or_else(|e| vec![format!("unknown holders ({}: {e})", dir.display())])
+fn holders_of(host: &dyn HostOps, dir: &std::path::Path) -> Vec<String> {
+    host.read_dir_names(dir)
+        .unwrap_or_else(|e| vec![format!("unknown holders ({}: {e})", dir.display())])
 }
 
 /// The back-file in `losetup <dev> -O BACK-FILE --json` output; unparsable output or an
@@ -151,7 +153,7 @@ impl VolumeGroupUnit {
 
     fn host_object(&self, what: &str) -> ObjectRef {
         ObjectRef {
-            kind: "Host".into(),
+            kind: HOST_KIND.into(),
             namespace: String::new(),
             name: format!("{}/{what}", self.ctx.node),
             uid: String::new(),
@@ -209,7 +211,7 @@ impl VolumeGroupUnit {
         let (pvs, existing) = self.read_pvs_and_vg().await?;
         let mut resolved = ResolvedPaths::new();
         for p in paths_to_resolve(vg.spec.device_selector.as_ref(), &pvs) {
-            match std::fs::canonicalize(&p) {
+            match self.ctx.host.canonicalize(std::path::Path::new(&p)) {
                 Ok(t) => resolved.insert(p, t.to_string_lossy().into_owned()),
                 // The planner reads an unresolved path as absent (an optional path that is not
                 // there, a PV name to compare otherwise): only a path that is not there is.
@@ -228,9 +230,10 @@ impl VolumeGroupUnit {
         for (kname, dev) in &flat {
             let short = kname.trim_start_matches("/dev/");
             // Unreadable holders are not "no holders" (see `holders_of`).
-            let h = holders_of(std::path::Path::new(&format!(
-                "/sys/class/block/{short}/holders"
-            )));
+            let h = holders_of(
+                self.ctx.host.as_ref(),
+                std::path::Path::new(&format!("/sys/class/block/{short}/holders")),
+            );
             if !h.is_empty() {
                 holders.insert(kname.clone(), h);
             }
@@ -268,7 +271,7 @@ impl VolumeGroupUnit {
         let Some(path) = &self.ctx.device_allowlist else {
             return Ok(None);
         };
-        let text = std::fs::read_to_string(path).map_err(|e| {
+        let text = self.ctx.host.read_to_string(path).map_err(|e| {
             UnitError::retryable(
                 "DeviceAllowlistUnreadable",
                 format!(
@@ -281,7 +284,7 @@ impl VolumeGroupUnit {
         // that cannot be looked up is an error to retry, not a device taken off the list.
         let mut allowed = BTreeSet::new();
         for p in allowlist::parse(&text) {
-            match std::fs::canonicalize(&p) {
+            match self.ctx.host.canonicalize(std::path::Path::new(&p)) {
                 Ok(k) => {
                     allowed.insert(k.to_string_lossy().into_owned());
                 }
@@ -321,29 +324,26 @@ impl VolumeGroupUnit {
         filter_devices(&obs.devices, &ctx)
     }
 
-    /// One host mutation under a write-ahead intent; the argv goes into the outcome.
+    /// One host mutation under a write-ahead intent; the argv is the intent's args.
     async fn host_step(
         &self,
         steps: &Steps,
-        action: &str,
+        action: A,
         argv: Vec<String>,
-        event: Option<(&str, &str, String)>,
+        event: Option<EventNote>,
     ) -> Result<(), UnitError> {
-        let spec = StepSpec {
-            object: self.host_object(&self.vg),
-            action: action.into(),
-            desired_digest: argv.join(" "),
-        };
+        let spec = StepSpec::new(self.host_object(&self.vg), action).args(argv.clone());
         steps
             .run(spec, || async {
-                let out = self.exec(&argv, &[]).await.map_err(host_err(action))?;
-                let mut d = match &event {
-                    Some((t, r, n)) => event_detail(t, r, n),
-                    None => BTreeMap::new(),
-                };
-                d.insert("argv".into(), argv.join(" "));
-                d.insert("host_ms".into(), out.took.as_millis().to_string());
-                Ok(d)
+                let out = self
+                    .exec(&argv, &[])
+                    .await
+                    .map_err(host_err(action.name()))?;
+                Ok(Done {
+                    event,
+                    ..Done::default()
+                }
+                .with_fact("host_ms", out.took.as_millis().to_string()))
             })
             .await?;
         Ok(())
@@ -362,16 +362,12 @@ impl VolumeGroupUnit {
         present: bool,
     ) -> Result<(), UnitError> {
         let fin = self.finalizer();
-        let spec = StepSpec {
-            object: object_ref(vg),
-            action: if present {
-                "add-finalizer"
-            } else {
-                "remove-finalizer"
-            }
-            .into(),
-            desired_digest: fin.clone(),
+        let action = if present {
+            A::AddFinalizer
+        } else {
+            A::RemoveFinalizer
         };
+        let spec = StepSpec::new(object_ref(vg), action).args(vec![fin.clone()]);
         let (client, ns) = (&self.ctx.client, &self.ctx.namespace);
         steps
             .run(spec, || {
@@ -413,14 +409,15 @@ impl VolumeGroupUnit {
             let rec = rec.map_err(UnitError::journal)?;
             if let lvms_journal::Body::Intent(i) = rec.body
                 && i.unit == self.unit
-                && i.object.kind == "Host"
+                && i.object.kind == HOST_KIND
             {
-                recorded.push((i.action, i.desired_digest));
+                let action = i
+                    .action_as::<A>()
+                    .map_err(|e| UnitError::permanent("UnknownAction", e))?;
+                recorded.push((action, recorded_argv(&i.args, &i.desired_digest)));
             }
         }
-        Ok(replay::devices_from_journal(
-            recorded.iter().map(|(a, d)| (a.as_str(), d.as_str())),
-        ))
+        Ok(replay::devices_from_journal(&recorded))
     }
 
     /// `lvs` of this volume group.
@@ -451,11 +448,11 @@ impl VolumeGroupUnit {
             .map_err(|e| warn(EventReason::ThinPoolCreateOrExtendFailed, e.to_string()))?
         {
             thin::ThinPoolAction::Create(argv) => self
-                .host_step(steps, "lvcreate-thin-pool", argv, None)
+                .host_step(steps, A::LvcreateThinPool, argv, None)
                 .await
                 .map_err(|e| warn(EventReason::ThinPoolCreateOrExtendFailed, e.message))?,
             thin::ThinPoolAction::Extend(argv) => self
-                .host_step(steps, "lvextend-thin-pool", argv, None)
+                .host_step(steps, A::LvextendThinPool, argv, None)
                 .await
                 .map_err(|e| warn(EventReason::ThinPoolCreateOrExtendFailed, e.message))?,
             thin::ThinPoolAction::UpToDate => {}
@@ -465,20 +462,20 @@ impl VolumeGroupUnit {
             .map_err(|e| warn(EventReason::InconsistentLVs, e.status_message()))?;
         if v.activate {
             let argv = commands::lvchange_activate(&self.vg, &tp.name).map_err(cmd_err)?;
-            self.host_step(steps, "lvchange-activate", argv, None)
+            self.host_step(steps, A::LvchangeActivate, argv, None)
                 .await?;
         }
         if let Some(bytes) = v.extend_metadata_to {
             let argv =
                 commands::lvextend_pool_metadata(&self.vg, &tp.name, bytes).map_err(cmd_err)?;
-            self.host_step(steps, "lvextend-pool-metadata", argv, None)
+            self.host_step(steps, A::LvextendPoolMetadata, argv, None)
                 .await?;
         }
         Ok(Some(lvs))
     }
 
     fn read_lvmd(&self) -> Result<Option<lvmd_config::LvmdConfig>, UnitError> {
-        match std::fs::read_to_string(&self.ctx.lvmd_path) {
+        match self.ctx.host.read_to_string(&self.ctx.lvmd_path) {
             Ok(text) => lvmd_config::parse(&text).map(Some).map_err(|e| {
                 UnitError::permanent(
                     "LVMDConfigInvalid",
@@ -493,36 +490,21 @@ impl VolumeGroupUnit {
         }
     }
 
-    /// Temp file + rename: a crash never leaves a half-written lvmd.yaml.
-    fn write_file(&self, text: Option<&str>) -> Result<BTreeMap<String, String>, UnitError> {
+    /// Written atomically (temp file + rename): a crash never leaves a half-written lvmd.yaml.
+    fn write_file(&self, text: Option<&str>) -> Result<Done, UnitError> {
         let path = &self.ctx.lvmd_path;
         let io = |e: std::io::Error| {
             UnitError::retryable("LVMDConfigWriteFailed", format!("{}: {e}", path.display()))
         };
         match text {
-            Some(t) => {
-                if let Some(dir) = path.parent() {
-                    std::fs::create_dir_all(dir).map_err(io)?;
-                }
-                let tmp = path.with_extension("yaml.tmp");
-                std::fs::write(&tmp, t).map_err(io)?;
-                use std::os::unix::fs::PermissionsExt;
-                std::fs::set_permissions(
-                    &tmp,
-                    std::fs::Permissions::from_mode(lvmd_config::FILE_MODE),
-                )
-                .map_err(io)?;
-                std::fs::rename(&tmp, path).map_err(io)?;
-            }
-            None => match std::fs::remove_file(path) {
-                Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(io(e)),
-                _ => {}
-            },
+            Some(t) => self
+                .ctx
+                .host
+                .write_atomic(path, t, lvmd_config::FILE_MODE)
+                .map_err(io)?,
+            None => self.ctx.host.remove_file(path).map_err(io)?,
         }
-        Ok(BTreeMap::from([(
-            "path".into(),
-            path.display().to_string(),
-        )]))
+        Ok(Done::default().with_fact("path", path.display().to_string()))
     }
 
     async fn write_lvmd(&self, steps: &Steps, vg: &LVMVolumeGroup) -> Result<(), UnitError> {
@@ -535,20 +517,15 @@ impl VolumeGroupUnit {
         }
         let text = lvmd_config::render(&applied.config)
             .map_err(|e| UnitError::permanent("LVMDConfigInvalid", e.to_string()))?;
-        let spec = StepSpec {
-            object: self.host_object("lvmd.yaml"),
-            action: "write-lvmd-config".into(),
-            desired_digest: crate::objects::digest(&serde_json::Value::String(text.clone())),
-        };
+        let spec = StepSpec::new(self.host_object("lvmd.yaml"), A::WriteLvmdConfig).digest(
+            crate::objects::digest(&serde_json::Value::String(text.clone())),
+        );
         steps
             .run(spec, || async {
-                let mut d = self.write_file(Some(&text))?;
-                d.extend(event_detail(
-                    "Normal",
+                Ok(self.write_file(Some(&text))?.with_event(EventNote::normal(
                     EventReason::LVMDConfigUpdated.as_str(),
                     crate::node::events::MSG_LVMD_CONFIG_UPDATED,
-                ));
-                Ok(d)
+                )))
             })
             .await?;
         Ok(())
@@ -619,18 +596,15 @@ impl VolumeGroupUnit {
             match step {
                 wipe::WipeStep::DmsetupRemove(dev) => {
                     let argv = commands::dmsetup_remove(dev).map_err(cmd_err)?;
-                    let spec = StepSpec {
-                        object: self.host_object(&self.vg),
-                        action: "dmsetup-remove".into(),
-                        desired_digest: argv.join(" "),
-                    };
+                    let spec = StepSpec::new(self.host_object(&self.vg), A::DmsetupRemove)
+                        .args(argv.clone());
                     steps
                         .run(spec, || async {
                             match self.exec(&argv, &[]).await {
-                                Ok(_) => Ok(BTreeMap::from([("argv".into(), argv.join(" "))])),
+                                Ok(_) => Ok(Done::default()),
                                 // Nothing mapped there is what we want.
                                 Err(e) if commands::dmsetup_reference_not_found(&e.to_string()) => {
-                                    Ok(BTreeMap::from([("not-found".into(), "true".into())]))
+                                    Ok(Done::default().with_fact("not-found", "true"))
                                 }
                                 Err(e) => {
                                     Err(UnitError::retryable("DeviceWipeFailed", e.to_string()))
@@ -641,7 +615,7 @@ impl VolumeGroupUnit {
                 }
                 wipe::WipeStep::Wipefs(dev) => {
                     let argv = commands::wipefs(dev).map_err(cmd_err)?;
-                    self.host_step(steps, "wipefs", argv, None).await?;
+                    self.host_step(steps, A::Wipefs, argv, None).await?;
                 }
             }
         }
@@ -650,11 +624,7 @@ impl VolumeGroupUnit {
         }
         let key = wipe::wiped_annotation_key(&self.ctx.node);
         let value = wipe::wiped_annotation_value(&k8s_openapi::jiff::Timestamp::now().to_string());
-        let spec = StepSpec {
-            object: object_ref(vg),
-            action: "annotate-wiped".into(),
-            desired_digest: key.clone(),
-        };
+        let spec = StepSpec::new(object_ref(vg), A::AnnotateWiped).args(vec![key.clone()]);
         let api: kube::Api<LVMVolumeGroup> =
             kube::Api::namespaced(self.ctx.client.clone(), &self.ctx.namespace);
         let patch = serde_json::json!({"metadata": {"annotations": {key: value}}});
@@ -666,7 +636,7 @@ impl VolumeGroupUnit {
                     &kube::api::Patch::Merge(&patch),
                 )
                 .await
-                .map(|_| BTreeMap::new())
+                .map(|_| Done::default())
                 .map_err(|e| {
                     apply::unit_error(&format!("annotating LVMVolumeGroup {}", self.vg), e)
                 })
@@ -727,11 +697,11 @@ impl VolumeGroupUnit {
                         devices,
                         assume_yes,
                     } => (
-                        "vgcreate",
+                        A::Vgcreate,
                         commands::vgcreate(&self.vg, devices, *assume_yes),
                     ),
                     VgAction::Extend { devices } => {
-                        ("vgextend", commands::vgextend(&self.vg, devices))
+                        (A::Vgextend, commands::vgextend(&self.vg, devices))
                     }
                 };
                 let argv = argv.map_err(cmd_err)?;
@@ -747,7 +717,7 @@ impl VolumeGroupUnit {
             } => {
                 for pv in &remove {
                     let reduce = commands::vgreduce(&self.vg, pv).map_err(cmd_err)?;
-                    self.host_step(steps, "vgreduce", reduce, None)
+                    self.host_step(steps, A::Vgreduce, reduce, None)
                         .await
                         .map_err(|e| warn(EventReason::DeviceRemovalFailed, e.message))?;
                     let pvremove = commands::pvremove(std::slice::from_ref(pv)).map_err(cmd_err)?;
@@ -755,9 +725,9 @@ impl VolumeGroupUnit {
                         crate::node::events::device_removed_message(std::slice::from_ref(pv));
                     self.host_step(
                         steps,
-                        replay::PVREMOVE,
+                        A::Pvremove,
                         pvremove,
-                        Some(("Normal", EventReason::DeviceRemoved.as_str(), note)),
+                        Some(EventNote::normal(EventReason::DeviceRemoved.as_str(), note)),
                     )
                     .await
                     .map_err(|e| warn(EventReason::DeviceRemovalFailed, e.message))?;
@@ -831,43 +801,44 @@ impl VolumeGroupUnit {
             });
         }
         let (pvs, existing) = self.read_pvs_and_vg().await?;
-        if let Some(existing) = existing {
-            let lvs = self.read_lvs().await?;
-            let pool = vg.spec.thin_pool_config.as_ref().map(|t| t.name.clone());
-            let user: Vec<String> = lvs
-                .all()
-                .filter(|lv| Some(&lv.lv_name) != pool.as_ref() && !lv.lv_name.starts_with('['))
-                .map(|lv| lv.lv_name.clone())
-                .collect();
-            if !user.is_empty() {
+        let pool = vg.spec.thin_pool_config.as_ref().map(|t| t.name.as_str());
+        let plan = match &existing {
+            Some(existing) => {
+                let lvs = self.read_lvs().await?;
+                teardown::plan(
+                    &self.vg,
+                    pool,
+                    TeardownView::Present {
+                        vg: existing,
+                        lvs: &lvs,
+                    },
+                )
+            }
+            // Gone already (a kill after vgremove): its former devices may still be labelled.
+            None => {
+                let recorded = self.devices_from_journal(steps)?;
+                teardown::plan(
+                    &self.vg,
+                    pool,
+                    TeardownView::Gone {
+                        recorded: &recorded,
+                        pvs: &pvs,
+                    },
+                )
+            }
+        }
+        .map_err(cmd_err)?;
+        match plan {
+            Teardown::Refuse { volumes } => {
                 return Err(warn(
                     EventReason::ManualCleanupRequired,
-                    format!(
-                        "volume group {} still holds logical volumes {}; delete their PersistentVolumes (or remove the volumes by hand) before deleting the device class",
-                        self.vg,
-                        user.join(", ")
-                    ),
+                    teardown::refusal_message(&self.vg, &volumes),
                 ));
             }
-            if let Some(pool) = pool
-                && lvs.find(&pool).is_some()
-            {
-                let argv = commands::lvremove(&self.vg, &pool).map_err(cmd_err)?;
-                self.host_step(steps, "lvremove-thin-pool", argv, None)
-                    .await?;
-            }
-            let argv = commands::vgremove(&self.vg).map_err(cmd_err)?;
-            self.host_step(steps, "vgremove", argv, None).await?;
-            let argv = commands::pvremove(&existing.pv_names()).map_err(cmd_err)?;
-            self.host_step(steps, replay::PVREMOVE_TEARDOWN, argv, None)
-                .await?;
-        } else {
-            // Gone already (a kill after vgremove): its former devices may still be labelled.
-            let orphans = replay::orphaned_labels(&self.devices_from_journal(steps)?, &pvs);
-            if !orphans.is_empty() {
-                let argv = commands::pvremove(&orphans).map_err(cmd_err)?;
-                self.host_step(steps, replay::PVREMOVE_TEARDOWN, argv, None)
-                    .await?;
+            Teardown::Steps(host_steps) => {
+                for (action, argv) in host_steps {
+                    self.host_step(steps, action, argv, None).await?;
+                }
             }
         }
         {
@@ -894,16 +865,13 @@ impl VolumeGroupUnit {
                     )),
                 };
             if let Some((text, reason, note)) = text {
-                let spec = StepSpec {
-                    object: self.host_object("lvmd.yaml"),
-                    action: "write-lvmd-config".into(),
-                    desired_digest: format!("remove {}", self.vg),
-                };
+                let spec = StepSpec::new(self.host_object("lvmd.yaml"), A::WriteLvmdConfig)
+                    .args(vec!["remove".into(), self.vg.clone()]);
                 steps
                     .run(spec, || async {
-                        let mut d = self.write_file(text.as_deref())?;
-                        d.extend(event_detail("Normal", reason.as_str(), note));
-                        Ok(d)
+                        Ok(self
+                            .write_file(text.as_deref())?
+                            .with_event(EventNote::normal(reason.as_str(), note)))
                     })
                     .await?;
             }
@@ -999,34 +967,28 @@ impl Unit for VolumeGroupUnit {
     /// Read the host before anything is redone: a VG change that happened is recorded as
     /// done (`already-done`); one that did not is left to the next pass, which decides again
     /// from the host (`not-done`).
-    async fn replay(
-        &self,
-        intent: &Intent,
-        _steps: &Steps,
-    ) -> Result<BTreeMap<String, String>, UnitError> {
+    async fn replay(&self, intent: &Intent, _steps: &Steps) -> Result<Done, UnitError> {
+        // An action this release does not know is reported on the intent, never guessed at.
+        let action = intent
+            .action_as::<A>()
+            .map_err(|e| UnitError::permanent("UnknownAction", e))?;
+        let argv = recorded_argv(&intent.args, &intent.desired_digest);
         let (pvs, existing) = self.read_pvs_and_vg().await?;
-        let verdict = replay::verdict(
-            &intent.action,
-            &intent.desired_digest,
-            &self.vg,
-            &pvs,
-            existing.as_ref(),
-        );
-        let mut detail = BTreeMap::from([("replay".to_string(), verdict.as_str().to_string())]);
+        let verdict = replay::verdict(action, &argv, &self.vg, &pvs, existing.as_ref());
+        let mut done = Done::replayed(verdict.into());
         // A day-2 device removal that happened still gets its Event (the outcome that would
         // have carried it was lost with the process).
-        if verdict == replay::Verdict::AlreadyDone && intent.action == replay::PVREMOVE {
-            let devices: Vec<String> = replay::devices_in(&intent.desired_digest)
+        if verdict == replay::Verdict::AlreadyDone && action == A::Pvremove {
+            let devices: Vec<String> = replay::devices_in(&argv)
                 .into_iter()
                 .map(String::from)
                 .collect();
-            detail.extend(event_detail(
-                "Normal",
+            done.event = Some(EventNote::normal(
                 EventReason::DeviceRemoved.as_str(),
-                &crate::node::events::device_removed_message(&devices),
+                crate::node::events::device_removed_message(&devices),
             ));
         }
-        Ok(detail)
+        Ok(done)
     }
 }
 
@@ -1063,11 +1025,12 @@ mod tests {
 
     #[test]
     fn unreadable_holders_refuse_the_device_instead_of_freeing_it() {
+        use super::super::host::Host;
         let dir = scratch("holders");
-        assert_eq!(holders_of(&dir), Vec::<String>::new());
+        assert_eq!(holders_of(&Host::default(), &dir), Vec::<String>::new());
         std::fs::create_dir(dir.join("dm-3")).unwrap();
-        assert_eq!(holders_of(&dir), vec!["dm-3".to_string()]);
-        let gone = holders_of(&dir.join("missing"));
+        assert_eq!(holders_of(&Host::default(), &dir), vec!["dm-3".to_string()]);
+        let gone = holders_of(&Host::default(), &dir.join("missing"));
         assert_eq!(gone.len(), 1);
         assert!(gone[0].starts_with("unknown holders ("), "{gone:?}");
         std::fs::remove_dir_all(&dir).unwrap();

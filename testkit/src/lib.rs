@@ -9,6 +9,8 @@
 //! - [`fixtures`]: builders for the objects tests and benches create;
 //! - [`wait`], [`events`], [`journal`]: polling, Event and journal assertions;
 //! - [`process`]: the `lvms` binary and log tails; [`bench`]: the `cargo bench` entry and knobs.
+// Test code: a panic is a failed test, and its output is the report.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
 pub mod bench;
 pub mod cleanup;

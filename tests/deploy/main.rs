@@ -3,6 +3,8 @@
 //! `lvms vg-manager` run with the credentials of their own ServiceAccounts (client
 //! certificates for `system:serviceaccount:<ns>:<name>` from the harness CA), never as
 //! cluster-admin: the RBAC in deploy/rbac is proven, not assumed.
+// Test code: a panic is a failed test, and its output is the report.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

@@ -6,7 +6,7 @@ use k8s_openapi::api::storage::v1::StorageClass;
 use kube::api::Api;
 use lvms::api::LVMStateType;
 use lvms::dev::operator::OperatorProcess;
-use lvms_journal::{Body, Journal, OutcomeResult};
+use lvms_journal::{Body, Journal, Replayed};
 
 use lvms_testkit::events::assert_no_duplicate_events;
 use lvms_testkit::fixtures::thin;
@@ -16,22 +16,19 @@ use lvms_testkit::{Scenario, eventually};
 const T: Duration = Duration::from_secs(30);
 const UNIT: &str = "topolvm-storageclass";
 
-/// The Outcome detail `replay` values in the journal (how open intents were resolved).
-fn replays(journal_dir: &std::path::Path) -> Vec<String> {
+/// The replay verdicts in the journal (how open intents were resolved).
+fn replays(journal_dir: &std::path::Path) -> Vec<Replayed> {
     let j = Journal::open_copy(journal_dir.join("operator")).expect("journal");
     j.iter()
         .filter_map(Result::ok)
         .filter_map(|r| match r.body {
-            Body::Outcome(o) => match o.result {
-                OutcomeResult::Ok { detail, .. } => detail.get("replay").cloned(),
-                _ => None,
-            },
+            Body::Outcome(o) => o.result.done().and_then(|d| d.replay),
             _ => None,
         })
         .collect()
 }
 
-async fn crash_and_converge(point: &str, expect_replay: Option<&str>) {
+async fn crash_and_converge(point: &str, expect_replay: Option<Replayed>) {
     let s = Scenario::new(&format!("op-crash-{point}")).await;
     let mut op = s.operator(&[("LVMS_CRASH_AT", point)], &[]);
     s.create_cluster(thin("my-lvmcluster")).await;
@@ -93,7 +90,7 @@ async fn crash_and_converge(point: &str, expect_replay: Option<&str>) {
     let replays = replays(&s.journal_dir);
     if let Some(want) = expect_replay {
         assert!(
-            replays.iter().any(|r| r == want),
+            replays.contains(&want),
             "{point}: want a `{want}` replay, got {replays:?}"
         );
     }
@@ -114,12 +111,12 @@ async fn crash_and_converge(point: &str, expect_replay: Option<&str>) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkill_after_the_intent_is_durable_before_apply() {
-    crash_and_converge(&format!("intent-durable:{UNIT}"), Some("reapplied")).await;
+    crash_and_converge(&format!("intent-durable:{UNIT}"), Some(Replayed::Redone)).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkill_after_apply_before_the_outcome() {
-    crash_and_converge(&format!("applied:{UNIT}"), Some("already-applied")).await;
+    crash_and_converge(&format!("applied:{UNIT}"), Some(Replayed::AlreadyDone)).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -11,6 +11,8 @@
 //!
 //! `cargo test --test soak` runs 10 cycles with seed 1; `LVMS_SOAK_SEED=<n>` and
 //! `LVMS_SOAK_CYCLES=100` for other seeds and the long run (root, lvm2, loop devices).
+// Test code: a panic is a failed test, and its output is the report.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
 mod chaos;
 mod checks;

@@ -1,6 +1,8 @@
 //! One LVMCluster create is one trace in Jaeger, across the operator's units and vg-manager,
 //! and the journal records of that reconcile carry its trace id. Real Jaeger v2 (built from
 //! its Go module), real kube-apiserver, real lvm2 on a loop device.
+// Test code: a panic is a failed test, and its output is the report.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};

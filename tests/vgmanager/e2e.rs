@@ -4,7 +4,7 @@ use std::time::Duration;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use lvms::api::{LVMStateType, LVMVolumeGroupNodeStatus, VGStatus, VGStatusType};
 use lvms::dev::operator::OperatorProcess;
-use lvms_journal::{Body, Journal, OutcomeResult};
+use lvms_journal::{Body, Journal};
 use serde_json::json;
 
 use lvms_testkit::disks::{Disk, pvs_of, require_prerequisites, vg_names};
@@ -53,10 +53,11 @@ fn journal_intents(journal: &Path, action: &str) -> Vec<(u64, Option<String>)> {
         .filter_map(|r| match &r.body {
             Body::Intent(i) if i.action == action => {
                 let replay = recs.iter().find_map(|o| match &o.body {
-                    Body::Outcome(out) if out.intent_seq == r.seq => match &out.result {
-                        OutcomeResult::Ok { detail, .. } => detail.get("replay").cloned(),
-                        _ => None,
-                    },
+                    Body::Outcome(out) if out.intent_seq == r.seq => out
+                        .result
+                        .done()
+                        .and_then(|d| d.replay)
+                        .map(|v| v.as_str().to_string()),
                     _ => None,
                 });
                 Some((r.seq, replay))

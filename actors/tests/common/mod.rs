@@ -2,7 +2,6 @@
 //! fake reconcile unit and a fake event sink (stand-ins for the Kubernetes side).
 #![allow(dead_code)]
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -13,7 +12,9 @@ use lvms_actors::{
     ChildSpec, EventSink, EventSpec, EventType, PASS_ACTION, Pass, StepSpec, Steps, Trigger, Unit,
     UnitActor, UnitArgs, UnitError, UnitMsg,
 };
-use lvms_journal::{Body, Intent, Journal, ObjectRef, Outcome, OutcomeResult, Record, Seq, Trace};
+use lvms_journal::{
+    Body, Done, Intent, Journal, ObjectRef, Outcome, OutcomeResult, Record, Replayed, Seq, Trace,
+};
 use ractor::{Actor, ActorCell, ActorRef};
 use tokio::task::JoinHandle;
 
@@ -108,10 +109,23 @@ pub fn published(j: &Journal) -> Vec<(Seq, lvms_journal::Published)> {
         .collect()
 }
 
-pub fn detail(o: &Outcome) -> &BTreeMap<String, String> {
+pub fn done(o: &Outcome) -> &Done {
     match &o.result {
-        OutcomeResult::Ok { detail, .. } => detail,
+        OutcomeResult::Ok(d) => d,
         other => panic!("expected an Ok outcome, got {other:?}"),
+    }
+}
+
+/// The fake unit's one step action.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FakeAction {
+    Apply,
+}
+
+impl lvms_actors::Action for FakeAction {
+    const ALL: &'static [Self] = &[FakeAction::Apply];
+    fn name(self) -> &'static str {
+        "apply"
     }
 }
 
@@ -140,6 +154,7 @@ pub fn intent(unit: &str, object: ObjectRef, action: &str, key: &str) -> Intent 
         unit: unit.into(),
         object,
         action: action.into(),
+        args: Vec::new(),
         desired_digest: String::new(),
         idempotency_key: key.into(),
         lease_epoch: 1,
@@ -171,10 +186,10 @@ pub fn err_result(reason: &str, message: &str) -> OutcomeResult {
 }
 
 pub fn ok_result(summary: &str) -> OutcomeResult {
-    OutcomeResult::Ok {
-        resource_version: None,
-        detail: BTreeMap::from([("summary".to_string(), summary.to_string())]),
-    }
+    OutcomeResult::Ok(Done {
+        summary: Some(summary.to_string()),
+        ..Done::default()
+    })
 }
 
 // ---- waiting ----------------------------------------------------------------------------
@@ -234,6 +249,8 @@ pub struct FakeUnit {
     pub numbered_summary: AtomicBool,
     /// Copy the journal's files inside the first step effect to check durability.
     pub check_durable: AtomicBool,
+    /// Replays that fail (retryably: the world could not be read) before one succeeds.
+    pub replay_failures: AtomicU32,
     passes: AtomicU64,
     log: Mutex<Vec<String>>,
     effects: Mutex<Vec<EffectView>>,
@@ -247,6 +264,7 @@ impl FakeUnit {
             name: name.into(),
             subject: Mutex::new(Some(subject())),
             steps_per_pass: AtomicU32::new(0),
+            replay_failures: AtomicU32::new(0),
             hold: AtomicBool::new(false),
             fail: Mutex::new(None),
             panic_once: AtomicBool::new(false),
@@ -315,11 +333,8 @@ impl Unit for FakeUnit {
         }
         for i in 0..self.steps_per_pass.load(Ordering::SeqCst) {
             let target = object("ConfigMap", &format!("cm-{i}"));
-            let spec = StepSpec {
-                object: target.clone(),
-                action: "apply".into(),
-                desired_digest: format!("digest-{i}"),
-            };
+            let spec =
+                StepSpec::new(target.clone(), FakeAction::Apply).digest(format!("digest-{i}"));
             let journal = steps.journal().clone();
             let durable = i == 0 && self.check_durable.load(Ordering::SeqCst);
             let path = self.journal_path.lock().unwrap().clone();
@@ -345,10 +360,7 @@ impl Unit for FakeUnit {
                         open,
                         durable_open,
                     });
-                    Ok(BTreeMap::from([(
-                        "resourceVersion".to_string(),
-                        format!("{n}{i}"),
-                    )]))
+                    Ok(Done::resource_version(Some(format!("{n}{i}"))))
                 })
                 .await?;
         }
@@ -367,17 +379,23 @@ impl Unit for FakeUnit {
         })
     }
 
-    async fn replay(
-        &self,
-        intent: &Intent,
-        _steps: &Steps,
-    ) -> Result<BTreeMap<String, String>, UnitError> {
+    async fn replay(&self, intent: &Intent, _steps: &Steps) -> Result<Done, UnitError> {
         self.push_log(format!("replay:{}", intent.idempotency_key));
         self.replayed.lock().unwrap().push(intent.clone());
-        Ok(BTreeMap::from([(
-            "found".to_string(),
-            "already-applied".to_string(),
-        )]))
+        if self
+            .replay_failures
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok()
+        {
+            return Err(UnitError::retryable(
+                "HostUnreadable",
+                "pvs: garbled report",
+            ));
+        }
+        intent
+            .action_as::<FakeAction>()
+            .map_err(|e| UnitError::permanent("UnknownAction", e))?;
+        Ok(Done::replayed(Replayed::AlreadyDone))
     }
 }
 
@@ -513,11 +531,11 @@ fn pass_event_one(j: &Journal, rec: &Record) -> Option<EventSpec> {
         return None;
     }
     Some(match &o.result {
-        OutcomeResult::Ok { detail, .. } => EventSpec {
+        OutcomeResult::Ok(d) => EventSpec {
             regarding: o.object.clone(),
             type_: EventType::Normal,
             reason: "ReconcileSucceeded".into(),
-            note: detail.get("summary").cloned().unwrap_or_default(),
+            note: d.summary.clone().unwrap_or_default(),
             action: "Reconcile".into(),
         },
         OutcomeResult::Err {

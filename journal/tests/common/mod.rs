@@ -34,6 +34,7 @@ pub fn intent(unit: &str, name: &str, key: &str) -> Intent {
         unit: unit.into(),
         object: object(name),
         action: "create-vg".into(),
+        args: Vec::new(),
         desired_digest: "d1".into(),
         idempotency_key: key.into(),
         lease_epoch: 1,
@@ -41,11 +42,16 @@ pub fn intent(unit: &str, name: &str, key: &str) -> Intent {
     }
 }
 
-pub fn observed(unit: &str, name: &str) -> Observed {
-    Observed {
+/// A cheap unflushed record: a status publication, one key per unit and object.
+pub fn status(unit: &str, name: &str) -> Published {
+    Published {
         unit: unit.into(),
-        object: object(name),
-        digest: "w1".into(),
+        object: Some(object(name)),
+        kind: PublishKind::Status,
+        dedupe_key: format!("status/{unit}/{name}"),
+        source_seq: 0,
+        count: 1,
+        summary: "written".into(),
     }
 }
 
@@ -62,10 +68,7 @@ pub fn published(unit: &str, key: &str, summary: &str) -> Published {
 }
 
 pub fn ok() -> OutcomeResult {
-    OutcomeResult::Ok {
-        resource_version: Some("42".into()),
-        detail: BTreeMap::new(),
-    }
+    OutcomeResult::Ok(Done::resource_version(Some("42".into())))
 }
 
 /// A manual clock for age-based tests.

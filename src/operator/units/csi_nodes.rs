@@ -1,10 +1,10 @@
 //! `csi-node-registrations`: not done until kubelet lists topolvm.io in the CSINode of every
 //! node that runs vg-manager (LVMS reports an error until then; so do we).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use lvms_actors::{Pass, Steps, Unit, UnitError};
+use lvms_actors::{Done, Pass, Replayed, Steps, Unit, UnitError};
 use lvms_journal::Intent;
 
 use crate::operator::context::{Ctx, object_ref};
@@ -80,15 +80,9 @@ impl Unit for CsiNodesUnit {
         })
     }
 
-    async fn replay(
-        &self,
-        _intent: &Intent,
-        _steps: &Steps,
-    ) -> Result<BTreeMap<String, String>, UnitError> {
-        Ok(BTreeMap::from([(
-            "replay".into(),
-            "check-only unit".into(),
-        )]))
+    async fn replay(&self, _intent: &Intent, _steps: &Steps) -> Result<Done, UnitError> {
+        // A check-only unit journals passes, never steps: nothing to resolve.
+        Ok(Done::replayed(Replayed::Rechecked))
     }
 }
 

@@ -8,26 +8,19 @@ use super::lifecycle::REASON_DELETION_PENDING;
 pub const REASON_SUCCESS: &str = "ResourceReconciliationSuccess";
 pub const REASON_INCOMPLETE: &str = "ResourceReconciliationIncomplete";
 
-/// A step outcome carrying `event.*` detail → that Event; a pass outcome → success or
+/// A step outcome carrying an event → that Event; a pass outcome → success or
 /// incomplete (DeletionPending keeps its own reason); anything else → no Event. An intent that
 /// cannot be read is an error (the publisher retries), never "no Event".
 pub fn event_for(journal: &Journal, rec: &Record) -> lvms_journal::Result<Option<EventSpec>> {
     let Body::Outcome(o) = &rec.body else {
         return Ok(None);
     };
-    // Absent detail keys are empty text: formatting only.
-    if let OutcomeResult::Ok { detail, .. } = &o.result
-        && let Some(reason) = detail.get("event.reason")
-    {
+    if let Some(e) = o.result.done().and_then(|d| d.event.as_ref()) {
         return Ok(Some(EventSpec {
             regarding: o.object.clone(),
-            type_: if detail.get("event.type").map(String::as_str) == Some("Warning") {
-                EventType::Warning
-            } else {
-                EventType::Normal
-            },
-            reason: reason.clone(),
-            note: detail.get("event.note").cloned().unwrap_or_default(),
+            type_: e.into(),
+            reason: e.reason.clone(),
+            note: e.note.clone(),
             action: "Reconcile".into(),
         }));
     }
@@ -46,14 +39,11 @@ pub fn event_for(journal: &Journal, rec: &Record) -> lvms_journal::Result<Option
         return Ok(None);
     }
     let (type_, reason, note) = match &o.result {
-        OutcomeResult::Ok { detail, .. } => (
+        // A pass without a summary is formatted with an empty one.
+        OutcomeResult::Ok(d) => (
             EventType::Normal,
             REASON_SUCCESS.to_string(),
-            format!(
-                "{}: {}",
-                o.unit,
-                detail.get("summary").cloned().unwrap_or_default()
-            ),
+            format!("{}: {}", o.unit, d.summary.as_deref().unwrap_or_default()),
         ),
         OutcomeResult::Err {
             reason, message, ..

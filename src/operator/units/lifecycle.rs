@@ -2,14 +2,14 @@
 //! finalizer, and deletion: LVMS's gates (PVCs, Retain PVs), then ordered teardown, then the
 //! finalizer comes off.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::api::{Api, ListParams, Patch, PatchParams};
-use lvms_actors::{Pass, StepSpec, Steps, Unit, UnitError, event_detail};
+use lvms_actors::{Done, EventNote, Pass, Replayed, StepSpec, Steps, Unit, UnitError};
 use lvms_journal::{Intent, ObjectRef};
 use serde_json::json;
 use tracing::info;
@@ -21,6 +21,7 @@ use crate::api::{
 };
 use crate::kube::apply;
 use crate::kube::kinds::Kind;
+use crate::operator::actions::ObjectAction;
 use crate::operator::context::{Ctx, object_ref};
 use crate::operator::desired::csi_driver::CSI_DRIVER_NAME;
 use crate::operator::desired::daemonset::vg_manager_labels;
@@ -57,11 +58,8 @@ impl LifecycleUnit {
         let c = &r.cluster;
         let ns = c.metadata.namespace.clone().unwrap_or_default();
         let name = c.metadata.name.clone().unwrap_or_default();
-        let spec = StepSpec {
-            object: object_ref(c.as_ref()),
-            action: "reject".into(),
-            desired_digest: r.reason.into(),
-        };
+        let spec =
+            StepSpec::new(object_ref(c.as_ref()), ObjectAction::Reject).args(vec![r.reason.into()]);
         let condition = Condition {
             type_: CONDITION_RESOURCES_AVAILABLE.into(),
             status: "False".into(),
@@ -80,7 +78,7 @@ impl LifecycleUnit {
                     .map_err(|e| {
                         apply::unit_error(&format!("status of LVMCluster {ns}/{name}"), e)
                     })?;
-                Ok(event_detail("Warning", r.reason, &r.message))
+                Ok(Done::event(EventNote::warning(r.reason, r.message.clone())))
             })
             .await?;
         Ok(())
@@ -94,16 +92,13 @@ impl LifecycleUnit {
     ) -> Result<(), UnitError> {
         let ns = cluster.metadata.namespace.clone().unwrap_or_default();
         let name = cluster.metadata.name.clone().unwrap_or_default();
-        let spec = StepSpec {
-            object: object_ref(cluster),
-            action: if add {
-                "add-finalizer"
-            } else {
-                "remove-finalizer"
-            }
-            .into(),
-            desired_digest: LVMCLUSTER_FINALIZER.into(),
+        let action = if add {
+            ObjectAction::AddFinalizer
+        } else {
+            ObjectAction::RemoveFinalizer
         };
+        let spec =
+            StepSpec::new(object_ref(cluster), action).args(vec![LVMCLUSTER_FINALIZER.into()]);
         let client = &self.ctx.client;
         steps
             .run(spec, || {
@@ -216,11 +211,8 @@ impl LifecycleUnit {
             }
             let ns = vg.metadata.namespace.clone().unwrap_or_default();
             let name = vg.metadata.name.clone().unwrap_or_default();
-            let spec = StepSpec {
-                object: object_ref(vg.as_ref()),
-                action: "remove-finalizer".into(),
-                desired_digest: stale.join(","),
-            };
+            let spec = StepSpec::new(object_ref(vg.as_ref()), ObjectAction::RemoveFinalizer)
+                .args(stale.clone());
             let client = &self.ctx.client;
             steps
                 .run(spec, || {
@@ -291,17 +283,16 @@ impl LifecycleUnit {
                 let Step::Delete { namespace, name } = step else {
                     continue;
                 };
-                let spec = StepSpec {
-                    object: ObjectRef {
+                let spec = StepSpec::new(
+                    ObjectRef {
                         kind: kind.kind(),
                         namespace: namespace.clone(),
                         name: name.clone(),
                         uid: String::new(),
                         generation: cluster.metadata.generation.unwrap_or_default(),
                     },
-                    action: "delete".into(),
-                    desired_digest: String::new(),
-                };
+                    ObjectAction::Delete,
+                );
                 let client = &self.ctx.client;
                 steps
                     .run(spec, || delete_object(client, kind, &namespace, &name))
@@ -371,14 +362,11 @@ impl Unit for LifecycleUnit {
 
     /// Finalizer edits and status patches are re-read and redone by the next pass anyway;
     /// replay only has to confirm what the world shows now.
-    async fn replay(
-        &self,
-        intent: &Intent,
-        _steps: &Steps,
-    ) -> Result<BTreeMap<String, String>, UnitError> {
-        Ok(BTreeMap::from([(
-            "replay".to_string(),
-            format!("{} is re-checked by the next pass", intent.action),
-        )]))
+    async fn replay(&self, intent: &Intent, _steps: &Steps) -> Result<Done, UnitError> {
+        // Known actions only: an unknown one is reported on the intent.
+        intent
+            .action_as::<ObjectAction>()
+            .map_err(|e| UnitError::permanent("UnknownAction", e))?;
+        Ok(Done::replayed(Replayed::Rechecked))
     }
 }

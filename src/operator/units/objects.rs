@@ -2,10 +2,9 @@
 //! storage-classes, volume-snapshot-classes, openshift-scc): desired → plan → one journaled
 //! server-side apply or delete per step.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use lvms_actors::{Pass, StepSpec, Steps, Unit, UnitError};
+use lvms_actors::{Done, Pass, Replayed, StepSpec, Steps, Unit, UnitError};
 use lvms_journal::{Intent, ObjectRef};
 use serde_json::Value;
 use tracing::info;
@@ -14,6 +13,7 @@ use super::desired_values::desired_values;
 use crate::api::{LVMCluster, NODE_STATUS_FINALIZER};
 use crate::kube::apply;
 use crate::kube::kinds::Kind;
+use crate::operator::actions::ObjectAction;
 use crate::operator::context::{Ctx, object_ref};
 use crate::operator::desired::daemonset::daemonset_ready;
 use crate::operator::plan::{Step, plan};
@@ -59,7 +59,7 @@ pub async fn delete_object(
     kind: Kind,
     namespace: &str,
     name: &str,
-) -> Result<BTreeMap<String, String>, UnitError> {
+) -> Result<Done, UnitError> {
     if kind == Kind::NodeStatus {
         apply::edit_finalizers(client, kind, namespace, name, |f| {
             f.retain(|x| x != NODE_STATUS_FINALIZER)
@@ -70,11 +70,7 @@ pub async fn delete_object(
 }
 
 impl ObjectsUnit {
-    async fn delete(
-        &self,
-        namespace: &str,
-        name: &str,
-    ) -> Result<BTreeMap<String, String>, UnitError> {
+    async fn delete(&self, namespace: &str, name: &str) -> Result<Done, UnitError> {
         delete_object(&self.ctx.client, self.kind, namespace, name).await
     }
 
@@ -134,11 +130,11 @@ impl Unit for ObjectsUnit {
                     why,
                 } => {
                     info!(unit = self.name, %name, why, "apply");
-                    let spec = StepSpec {
-                        object: target(self.kind, &namespace, &name, &cluster),
-                        action: "apply".into(),
-                        desired_digest: digest,
-                    };
+                    let spec = StepSpec::new(
+                        target(self.kind, &namespace, &name, &cluster),
+                        ObjectAction::Apply,
+                    )
+                    .digest(digest);
                     let client = &self.ctx.client;
                     let kind = self.kind;
                     steps
@@ -153,11 +149,10 @@ impl Unit for ObjectsUnit {
                 }
                 Step::Delete { namespace, name } => {
                     info!(unit = self.name, %name, "delete (no longer desired)");
-                    let spec = StepSpec {
-                        object: target(self.kind, &namespace, &name, &cluster),
-                        action: "delete".into(),
-                        desired_digest: String::new(),
-                    };
+                    let spec = StepSpec::new(
+                        target(self.kind, &namespace, &name, &cluster),
+                        ObjectAction::Delete,
+                    );
                     steps.run(spec, || self.delete(&namespace, &name)).await?;
                 }
             }
@@ -172,11 +167,10 @@ impl Unit for ObjectsUnit {
 
     /// An open apply is re-applied only if it is still desired and not yet in place; an open
     /// delete is finished only if the object still exists and is still undesired.
-    async fn replay(
-        &self,
-        intent: &Intent,
-        _steps: &Steps,
-    ) -> Result<BTreeMap<String, String>, UnitError> {
+    async fn replay(&self, intent: &Intent, _steps: &Steps) -> Result<Done, UnitError> {
+        let action = intent
+            .action_as::<ObjectAction>()
+            .map_err(|e| UnitError::permanent("UnknownAction", e))?;
         let o = &intent.object;
         let current = apply::get(&self.ctx.client, self.kind, &o.namespace, &o.name).await?;
         // Desired objects that cannot be computed are an error, never "not desired": that
@@ -191,9 +185,9 @@ impl Unit for ObjectsUnit {
             }
             None => None,
         };
-        let note = |s: &str| BTreeMap::from([("replay".to_string(), s.to_string())]);
-        match (intent.action.as_str(), desired, current) {
-            ("apply", Some(mut want), cur) => {
+        let note = Done::replayed;
+        match (action, desired, current) {
+            (ObjectAction::Apply, Some(mut want), cur) => {
                 let digest = crate::operator::plan::stamp(&mut want);
                 let in_place = cur.as_ref().is_some_and(|c| {
                     serde_json::to_value(c).is_ok_and(|cv| {
@@ -204,22 +198,22 @@ impl Unit for ObjectsUnit {
                     })
                 });
                 if in_place {
-                    Ok(note("already-applied"))
+                    Ok(note(Replayed::AlreadyDone))
                 } else {
                     apply::apply(&self.ctx.client, self.kind, &want).await?;
-                    Ok(note("reapplied"))
+                    Ok(note(Replayed::Redone))
                 }
             }
-            ("apply", None, _) => Ok(note("superseded")),
-            ("delete", Some(_), _) => Ok(note("superseded")),
-            ("delete", None, None) => Ok(note("already-deleted")),
-            ("delete", None, Some(_)) => {
+            (ObjectAction::Apply, None, _) => Ok(note(Replayed::Superseded)),
+            (ObjectAction::Delete, Some(_), _) => Ok(note(Replayed::Superseded)),
+            (ObjectAction::Delete, None, None) => Ok(note(Replayed::AlreadyDone)),
+            (ObjectAction::Delete, None, Some(_)) => {
                 self.delete(&o.namespace, &o.name).await?;
-                Ok(note("deleted"))
+                Ok(note(Replayed::Redone))
             }
             (other, _, _) => Err(UnitError::permanent(
                 "UnknownAction",
-                format!("cannot replay action {other:?} of unit {}", self.name),
+                format!("unit {} never journals {other:?}", self.name),
             )),
         }
     }

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, Patch, PatchParams};
-use lvms_actors::{Pass, Steps, Unit, UnitError, UnitHealth as HealthProjection};
+use lvms_actors::{Done, Pass, Replayed, Steps, Unit, UnitError, UnitHealth as HealthProjection};
 use lvms_journal::{Intent, PublishKind, Published, Seq};
 use serde_json::json;
 
@@ -134,14 +134,8 @@ impl Unit for StatusUnit {
         })
     }
 
-    async fn replay(
-        &self,
-        _intent: &Intent,
-        _steps: &Steps,
-    ) -> Result<BTreeMap<String, String>, UnitError> {
-        Ok(BTreeMap::from([(
-            "replay".into(),
-            "status is recomputed".into(),
-        )]))
+    async fn replay(&self, _intent: &Intent, _steps: &Steps) -> Result<Done, UnitError> {
+        // Status is recomputed by every pass.
+        Ok(Done::replayed(Replayed::Rechecked))
     }
 }

@@ -2,7 +2,6 @@
 //! watch sources that wake it, the API it needs, whether ResourcesAvailable waits for it, and
 //! where it stands in teardown. Adding a unit is adding a row here.
 
-use crate::kube::caches::Source;
 use crate::kube::discovery::Capabilities;
 use crate::kube::kinds::Kind;
 
@@ -109,8 +108,8 @@ impl UnitId {
     /// Watch sources whose changes wake this unit, besides the LVMCluster (which wakes every
     /// unit). Level-based: a woken unit re-reads all it needs; this only avoids waking units
     /// for nothing. `None` = every source.
-    pub const fn watches(self) -> Option<&'static [Source]> {
-        use Source::*;
+    pub const fn watches(self) -> Option<&'static [Kind]> {
+        use Kind::*;
         match self {
             UnitId::Lifecycle => None,
             UnitId::CsiDriver => Some(&[CsiDriver]),
@@ -148,8 +147,8 @@ impl UnitId {
     }
 
     /// Does a change in `source` matter to this unit?
-    pub fn woken_by(self, source: Source) -> bool {
-        source == Source::Cluster || self.watches().is_none_or(|w| w.contains(&source))
+    pub fn woken_by(self, source: Kind) -> bool {
+        source == Kind::LvmCluster || self.watches().is_none_or(|w| w.contains(&source))
     }
 }
 
@@ -208,11 +207,11 @@ mod tests {
 
     #[test]
     fn routing_is_narrow_but_the_cluster_wakes_everyone() {
-        assert!(UnitId::StorageClasses.woken_by(Source::Cluster));
-        assert!(UnitId::StorageClasses.woken_by(Source::StorageClass));
-        assert!(!UnitId::StorageClasses.woken_by(Source::Node));
-        assert!(UnitId::NodeStatuses.woken_by(Source::Node));
-        assert!(UnitId::Status.woken_by(Source::NodeStatus));
-        assert!(UnitId::Lifecycle.woken_by(Source::CsiNode));
+        assert!(UnitId::StorageClasses.woken_by(Kind::LvmCluster));
+        assert!(UnitId::StorageClasses.woken_by(Kind::StorageClass));
+        assert!(!UnitId::StorageClasses.woken_by(Kind::Node));
+        assert!(UnitId::NodeStatuses.woken_by(Kind::Node));
+        assert!(UnitId::Status.woken_by(Kind::NodeStatus));
+        assert!(UnitId::Lifecycle.woken_by(Kind::CsiNode));
     }
 }

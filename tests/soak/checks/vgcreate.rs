@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use lvms_journal::{Body, OutcomeResult, Record};
+use lvms_journal::{Body, OutcomeResult, Record, Replayed};
 
 use crate::cycle::Soak;
 
@@ -26,12 +26,12 @@ impl Soak<'_> {
             let verdict = match outcomes.get(&r.seq) {
                 None => "open".to_string(),
                 Some(OutcomeResult::Err { reason, .. }) => format!("failed ({reason})"),
-                Some(OutcomeResult::Ok { detail, .. }) => match detail.get("replay") {
+                Some(OutcomeResult::Ok(d)) => match d.replay {
                     None => {
                         effects += 1;
                         "ran".to_string()
                     }
-                    Some(v) if v == "already-done" => {
+                    Some(Replayed::AlreadyDone) => {
                         effects += 1;
                         "already-done (ran once, before a crash)".to_string()
                     }

@@ -1,0 +1,145 @@
+//! A fake [`HostOps`] for unit tests of the volume-group actor: commands answered from
+//! lvm2-format fixtures (by program name), files in memory, every call recorded.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+
+use super::host::{HostError, HostOps, HostOutput};
+
+/// One scripted answer to a command.
+#[derive(Debug, Clone)]
+pub enum Answer {
+    Stdout(String),
+    /// Exit code and stderr.
+    Fails(i32, String),
+}
+
+#[derive(Default)]
+struct State {
+    /// Per program (argv[0]'s file name): answers in order; the last one repeats.
+    answers: BTreeMap<String, VecDeque<Answer>>,
+    calls: Vec<Vec<String>>,
+    files: BTreeMap<PathBuf, String>,
+    /// Paths that exist (canonicalize returns them as they are); none in these tests.
+    paths: BTreeSet<PathBuf>,
+}
+
+#[derive(Default)]
+pub struct FakeHost(Mutex<State>);
+
+fn program(argv: &[String]) -> String {
+    argv.first()
+        .and_then(|p| Path::new(p).file_name())
+        .map(|p| p.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+impl FakeHost {
+    /// Queue answers for `program` (`pvs`, `vgcreate`, ...); the last one keeps answering.
+    pub fn answer(&self, program: &str, answers: impl IntoIterator<Item = Answer>) -> &Self {
+        self.0
+            .lock()
+            .unwrap()
+            .answers
+            .insert(program.into(), answers.into_iter().collect());
+        self
+    }
+
+    pub fn stdout(&self, program: &str, text: impl Into<String>) -> &Self {
+        self.answer(program, [Answer::Stdout(text.into())])
+    }
+
+    /// Every command run, in order.
+    pub fn calls(&self) -> Vec<Vec<String>> {
+        self.0.lock().unwrap().calls.clone()
+    }
+
+    /// The programs run, in order, leaving out the read-only reports.
+    pub fn mutations(&self) -> Vec<String> {
+        const READS: [&str; 6] = ["lsblk", "blkid", "pvs", "vgs", "lvs", "losetup"];
+        self.calls()
+            .iter()
+            .map(|c| program(c))
+            .filter(|p| !READS.contains(&p.as_str()))
+            .collect()
+    }
+
+    pub fn file(&self, path: &Path) -> Option<String> {
+        self.0.lock().unwrap().files.get(path).cloned()
+    }
+}
+
+impl HostOps for FakeHost {
+    fn run<'a>(
+        &'a self,
+        cmd: &'a [String],
+        ok_codes: &'a [i32],
+    ) -> BoxFuture<'a, Result<HostOutput, HostError>> {
+        let answer = {
+            let mut s = self.0.lock().unwrap();
+            s.calls.push(cmd.to_vec());
+            let q = s.answers.entry(program(cmd)).or_default();
+            if q.len() > 1 {
+                q.pop_front()
+            } else {
+                q.front().cloned()
+            }
+        };
+        let argv = cmd.join(" ");
+        Box::pin(async move {
+            let out = |code, stdout: String, stderr: String| HostOutput {
+                code,
+                stdout,
+                stderr,
+                took: Duration::from_millis(1),
+            };
+            match answer {
+                // Unscripted commands succeed silently (mutations: vgcreate, pvremove, ...).
+                None => Ok(out(0, String::new(), String::new())),
+                Some(Answer::Stdout(s)) => Ok(out(0, s, String::new())),
+                Some(Answer::Fails(code, stderr)) if ok_codes.contains(&code) => {
+                    Ok(out(code, String::new(), stderr))
+                }
+                Some(Answer::Fails(code, stderr)) => Err(HostError::Failed { argv, code, stderr }),
+            }
+        })
+    }
+
+    fn canonicalize(&self, path: &Path) -> io::Result<PathBuf> {
+        let s = self.0.lock().unwrap();
+        if s.paths.contains(path) {
+            Ok(path.to_path_buf())
+        } else {
+            Err(io::ErrorKind::NotFound.into())
+        }
+    }
+
+    fn read_dir_names(&self, _dir: &Path) -> io::Result<Vec<String>> {
+        // No device is held by anything.
+        Ok(Vec::new())
+    }
+
+    fn read_to_string(&self, path: &Path) -> io::Result<String> {
+        self.file(path)
+            .ok_or_else(|| io::ErrorKind::NotFound.into())
+    }
+
+    fn write_atomic(&self, path: &Path, text: &str, _mode: u32) -> io::Result<()> {
+        self.0
+            .lock()
+            .unwrap()
+            .files
+            .insert(path.to_path_buf(), text.to_string());
+        Ok(())
+    }
+
+    fn remove_file(&self, path: &Path) -> io::Result<()> {
+        self.0.lock().unwrap().files.remove(path);
+        Ok(())
+    }
+}
