@@ -91,6 +91,9 @@ struct Row {
     hwm_kib: u64,
     steady_cpu_pct: f64,
     steady_log_lines: usize,
+    /// additionalLabels edit → StorageClass relabelled: the first after the steady window,
+    /// then two more, each after 1 s of quiet.
+    edits: Vec<Duration>,
     vgs_ready: VgsReady,
     teardown: Option<Teardown>,
 }
@@ -257,6 +260,17 @@ async fn run_config(
         b - a
     );
 
+    let edits = edit_latency(&client).await?;
+    println!(
+        "edit (additionalLabels) → StorageClass updated: {} ms (first, after idle), then {} ms",
+        ms(edits[0]),
+        edits[1..]
+            .iter()
+            .map(|d| ms(*d))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+
     let vgs_ready = vgs_ready(&client, &op, classes, nodes).await?;
     println!(
         "vg-manager reports: {nodes} node statuses written in {:?}; LVMCluster Ready after {:?}; operator CPU {:.0} ms; RSS {:.1} MiB ({})",
@@ -299,9 +313,44 @@ async fn run_config(
         hwm_kib,
         steady_cpu_pct,
         steady_log_lines,
+        edits,
         vgs_ready,
         teardown,
     })
+}
+
+/// The time from an edit of the first class's `additionalLabels` until its StorageClass
+/// carries the new label (polled every 2 ms), three times with 1 s of quiet before each.
+async fn edit_latency(client: &Client) -> Result<Vec<Duration>> {
+    let clusters = Api::<LVMCluster>::namespaced(client.clone(), NAMESPACE);
+    let scs = Api::<StorageClass>::all(client.clone());
+    let mut out = Vec::new();
+    for n in 1..=3 {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let value = format!("e{n}");
+        // A merge patch replaces the whole list: read it first, outside the timed part.
+        let mut dcs =
+            serde_json::to_value(clusters.get(CLUSTER).await?)?["spec"]["storage"]["deviceClasses"]
+                .take();
+        dcs[0]["storageClassOptions"]["additionalLabels"] = json!({"bench-edit": value});
+        let patch = json!({"spec": {"storage": {"deviceClasses": dcs}}});
+        let t = Instant::now();
+        clusters
+            .patch(CLUSTER, &PatchParams::default(), &Patch::Merge(&patch))
+            .await?;
+        loop {
+            let sc = scs.get("lvms-vg1").await?;
+            if sc.labels().get("bench-edit") == Some(&value) {
+                break;
+            }
+            if t.elapsed() > TIMEOUT {
+                return Err("the StorageClass never got the edited label".into());
+            }
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        out.push(t.elapsed());
+    }
+    Ok(out)
 }
 
 /// The API server's first write of a custom resource kind costs ~2 s (done once per API
@@ -780,18 +829,25 @@ fn render(rows: &[Row], steady: Duration) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "| config | convergence ms | RSS MiB after convergence (peak) | steady CPU % |"
+        "| config | convergence ms | RSS MiB after convergence (peak) | steady CPU % | edit → StorageClass ms (first after idle; next two) |"
     );
-    let _ = writeln!(s, "|---|---:|---:|---:|");
+    let _ = writeln!(s, "|---|---:|---:|---:|---:|");
     for r in rows {
         let _ = writeln!(
             s,
-            "| {} | {} | {:.1} ({:.1}) | {:.2} |",
+            "| {} | {} | {:.1} ({:.1}) | {:.2} | {} ({}) |",
             config(r),
             ms(r.convergence),
             mib(r.rss_kib),
             mib(r.hwm_kib),
             r.steady_cpu_pct,
+            r.edits.first().map(|d| ms(*d)).unwrap_or_default(),
+            r.edits
+                .iter()
+                .skip(1)
+                .map(|d| ms(*d))
+                .collect::<Vec<_>>()
+                .join(", "),
         );
     }
 

@@ -260,36 +260,109 @@ impl Steps {
     pub async fn run<F, Fut>(&self, spec: StepSpec, effect: F) -> Result<Done, UnitError>
     where
         F: FnOnce() -> Fut,
-        Fut: Future<Output = Result<Done, UnitError>>,
+        Fut: Future<Output = Result<Done, UnitError>> + Send,
     {
         self.open_pass()?;
-        // The step's span: its id goes on the step's Intent and Outcome.
-        let span = tracing::info_span!(
-            "step",
-            otel.name = format!("{} {}", spec.action, spec.object.kind),
-            action = %spec.action,
-            object = %spec.object,
-            otel.status_code = tracing::field::Empty,
-            error.message = tracing::field::Empty,
+        let key = spec.idempotency_key(&self.unit);
+        let action = spec.action;
+        let object = spec.object.clone();
+        let intent = self.intent(
+            spec.object,
+            spec.action,
+            spec.args,
+            &spec.desired_digest,
+            key,
+            self.regarding(),
         );
-        let result = async {
+        // The intent is appended inside the step's span, so it carries the step's span id.
+        let span = Self::step_span(action, &object);
+        let seq = span
+            .in_scope(|| self.journal.append_intent(intent, self.record_trace()))
+            .map_err(UnitError::journal)?;
+        faults::crash_point_in(faults::INTENT_DURABLE, &self.unit, action);
+        self.run_one(seq, action, Box::pin(effect()), span).await
+    }
+
+    /// Run independent side effects as one batch: every intent is made durable by ONE journal
+    /// append (one flush), then the effects run with at most `concurrency` in flight, each
+    /// closed by its own outcome. After a crash each open intent is replayed on its own, as
+    /// after [`Steps::run`]. Returns the first error once every effect has finished (the
+    /// others' outcomes are journaled either way).
+    pub async fn run_all<'a>(
+        &self,
+        steps: Vec<(
+            StepSpec,
+            futures::future::BoxFuture<'a, Result<Done, UnitError>>,
+        )>,
+        concurrency: usize,
+    ) -> Result<(), UnitError> {
+        use futures::StreamExt;
+        if steps.is_empty() {
+            return Ok(());
+        }
+        self.open_pass()?;
+        let regarding = self.regarding();
+        let trace = self.record_trace();
+        let mut intents = Vec::with_capacity(steps.len());
+        let mut effects = Vec::with_capacity(steps.len());
+        for (spec, effect) in steps {
             let key = spec.idempotency_key(&self.unit);
             let action = spec.action;
-            let intent = self.intent(
+            let object = spec.object.clone();
+            intents.push(self.intent(
                 spec.object,
                 spec.action,
                 spec.args,
                 &spec.desired_digest,
                 key,
-                self.regarding(),
-            );
-            let seq = self
-                .journal
-                .append_intent(intent, self.record_trace())
-                .map_err(UnitError::journal)?;
+                regarding.clone(),
+            ));
+            effects.push((action, object, effect));
+        }
+        let seqs = self
+            .journal
+            .append_intents(intents, trace)
+            .map_err(UnitError::journal)?;
+        if let Some((action, _, _)) = effects.first() {
             faults::crash_point_in(faults::INTENT_DURABLE, &self.unit, action);
+        }
+        // Built one by one (not by a closure over the stream): the futures borrow `self`.
+        let mut runs: Vec<futures::future::BoxFuture<'_, Result<Done, UnitError>>> = Vec::new();
+        for (seq, (action, object, effect)) in seqs.into_iter().zip(effects) {
+            runs.push(Box::pin(async move {
+                let span = Self::step_span(action, &object);
+                self.run_one(seq, action, effect, span).await
+            }));
+        }
+        let results: Vec<Result<Done, UnitError>> = futures::stream::iter(runs)
+            .buffer_unordered(concurrency.max(1))
+            .collect()
+            .await;
+        results.into_iter().try_for_each(|r| r.map(|_| ()))
+    }
+
+    fn step_span(action: &str, object: &ObjectRef) -> tracing::Span {
+        tracing::info_span!(
+            "step",
+            otel.name = format!("{action} {}", object.kind),
+            action = %action,
+            object = %object,
+            otel.status_code = tracing::field::Empty,
+            error.message = tracing::field::Empty,
+        )
+    }
+
+    /// One effect whose intent is already durable, in its step span: the effect, its outcome.
+    async fn run_one(
+        &self,
+        seq: Seq,
+        action: &'static str,
+        effect: futures::future::BoxFuture<'_, Result<Done, UnitError>>,
+        span: tracing::Span,
+    ) -> Result<Done, UnitError> {
+        let result = async {
             let started = Instant::now();
-            let result = effect().await;
+            let result = effect.await;
             faults::crash_point_in(faults::APPLIED, &self.unit, action);
             self.close(seq, &result, started)?;
             faults::crash_point_in(faults::STEP_OUTCOME, &self.unit, action);

@@ -78,7 +78,9 @@ pub struct UnitArgs<U> {
     pub publisher: Option<ActorRef<PublisherMsg>>,
     pub on_pass: Option<PassHook>,
     pub trace: Option<TraceSource>,
-    /// Quiet time before a pass starts, so a burst of watch events becomes one pass.
+    /// Cooldown: the least time from the end of one pass to the start of the next. The first
+    /// change after a quiet spell starts a pass at once; what arrives during that pass (and
+    /// this long after it) becomes one more pass.
     pub debounce: Duration,
 }
 
@@ -115,6 +117,7 @@ pub struct UnitState<U> {
     failures: u32,
     requeue: Option<JoinHandle<()>>,
     passes: u64,
+    last_pass_end: Option<tokio::time::Instant>,
 }
 
 impl<U: Unit> Actor for UnitActor<U> {
@@ -142,6 +145,7 @@ impl<U: Unit> Actor for UnitActor<U> {
             failures: 0,
             requeue: None,
             passes: 0,
+            last_pass_end: None,
         })
     }
 
@@ -164,7 +168,9 @@ impl<U: Unit> Actor for UnitActor<U> {
     ) -> Result<(), ActorProcessingErr> {
         match msg {
             UnitMsg::Run => {
-                tokio::time::sleep(state.args.debounce).await;
+                if let Some(end) = state.last_pass_end {
+                    tokio::time::sleep_until(end + state.args.debounce).await;
+                }
                 let (trigger, traceparent) = state.args.trigger.take();
                 state.passes += 1;
                 faults::panic_point(state.args.unit.name(), state.passes);
@@ -194,6 +200,7 @@ impl<U: Unit> Actor for UnitActor<U> {
                     None => Trace::default(),
                 };
                 run_pass(state, trace).instrument(span).await;
+                state.last_pass_end = Some(tokio::time::Instant::now());
             }
         }
         Ok(())

@@ -45,18 +45,57 @@ async fn bursts_of_bumps_coalesce_into_at_most_one_more_pass() {
     settle().await;
     assert_eq!(unit.passes(), 3);
 
-    // A burst while a pass is queued (in its debounce) is absorbed into that pass.
+    // A burst right after a pass (inside its cooldown) is absorbed into one pass.
+    trigger.bump("after the pass, again");
+    wait_until("the pass after a second bump", || unit.passes() == 4).await;
     for _ in 0..100 {
         trigger.bump("burst while queued");
     }
-    wait_until("the pass for the queued burst", || unit.passes() == 4).await;
+    wait_until("the pass for the queued burst", || unit.passes() == 5).await;
     settle().await;
     assert_eq!(
         unit.passes(),
-        4,
+        5,
         "a burst while a pass is queued must be one pass"
     );
-    assert_eq!(trigger.bumps(), 201);
+    assert_eq!(trigger.bumps(), 202);
+    stop(&actor).await;
+}
+
+/// No fixed delay before a pass: the first change after a quiet spell starts one at once; the
+/// debounce only spaces a follow-up pass from the one before it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_first_bump_after_a_quiet_spell_starts_a_pass_at_once() {
+    let env = Env::new("at-once");
+    let unit = FakeUnit::new("u");
+    let trigger = Trigger::new();
+    let mut args = unit_args(&unit, &env.journal, &trigger);
+    args.debounce = Duration::from_millis(400);
+    let (actor, _) = spawn_unit(args).await;
+    wait_until("the start pass", || unit.passes() == 1).await;
+    tokio::time::sleep(Duration::from_millis(500)).await; // quiet longer than the debounce
+
+    let bumped = std::time::Instant::now();
+    trigger.bump("an edit");
+    wait_until("the pass for the edit", || unit.passes() == 2).await;
+    let first = bumped.elapsed();
+    assert!(
+        first < Duration::from_millis(200),
+        "the first change waited {first:?} (debounce 400 ms)"
+    );
+
+    // Right after it: the follow-up waits out the cooldown.
+    let bumped = std::time::Instant::now();
+    trigger.bump("a second edit");
+    wait_until_within(Duration::from_secs(3), "the follow-up pass", || {
+        unit.passes() == 3
+    })
+    .await;
+    let second = bumped.elapsed();
+    assert!(
+        second >= Duration::from_millis(300),
+        "the follow-up came after {second:?}, inside the 400 ms cooldown"
+    );
     stop(&actor).await;
 }
 
@@ -371,4 +410,57 @@ async fn replay_leaves_other_units_intents_alone() {
     assert_eq!(unit.replayed()[0].unit, "u");
     assert!(j.open_intents_for("u").unwrap().is_empty());
     assert_eq!(j.open_intent_seqs().unwrap(), [v_pass, v_step]);
+}
+
+/// A batch of independent steps: every intent is durable (in one append) before any effect
+/// runs, each effect gets its own outcome, and the first error comes back after all of them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_journals_every_intent_first_then_closes_each_effect() {
+    let env = Env::new("batch");
+    let j = env.journal.clone();
+    let steps = lvms_actors::Steps::detached(j.clone(), "u");
+    steps.begin(subject());
+    let ran = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let mut batch: Vec<(lvms_actors::StepSpec, futures::future::BoxFuture<'_, _>)> = Vec::new();
+    for i in 0..5 {
+        let spec =
+            lvms_actors::StepSpec::new(object("ConfigMap", &format!("cm-{i}")), FakeAction::Apply)
+                .digest(format!("d{i}"));
+        let (ran, j) = (ran.clone(), j.clone());
+        batch.push((
+            spec,
+            Box::pin(async move {
+                // Every intent of the batch is durable before any effect runs.
+                let intents = records(&j)
+                    .iter()
+                    .filter(|r| matches!(&r.body, Body::Intent(i) if i.action == "apply"))
+                    .count();
+                assert_eq!(intents, 5);
+                ran.fetch_add(1, Ordering::SeqCst);
+                if i == 2 {
+                    Err(UnitError::retryable("Conflict", "cm-2 changed"))
+                } else {
+                    Ok(Done::resource_version(Some(format!("{i}"))))
+                }
+            }),
+        ));
+    }
+    let err = steps.run_all(batch, 2).await.expect_err("cm-2 fails");
+    assert_eq!(err.reason, "Conflict");
+    assert_eq!(ran.load(Ordering::SeqCst), 5, "the others still ran");
+    let recs = records(&j);
+    // The pass intent, then the five step intents with consecutive seqs, then five outcomes.
+    let kinds: Vec<&str> = recs.iter().map(|r| r.body.kind_name()).collect();
+    assert_eq!(&kinds[..6], ["intent"; 6]);
+    assert_eq!(&kinds[6..], ["outcome"; 5]);
+    let failed = recs
+        .iter()
+        .filter(|r| matches!(&r.body, Body::Outcome(o) if matches!(o.result, OutcomeResult::Err { .. })))
+        .count();
+    assert_eq!(failed, 1);
+    assert_eq!(
+        j.open_intents_for("u").unwrap().len(),
+        1,
+        "only the pass is open"
+    );
 }

@@ -70,6 +70,11 @@ pub enum JournalError {
     #[error("journal writer was poisoned by a panic during an append; reopen the journal")]
     Poisoned,
 
+    #[error(
+        "a write to the journal's store failed ({reason}); its outcome is unknown, so every later append fails: reopen the journal"
+    )]
+    WriterFailed { reason: String },
+
     #[error("copying journal {from} to {to}: {source}")]
     Copy {
         from: PathBuf,

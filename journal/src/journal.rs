@@ -4,7 +4,8 @@
 use std::fmt;
 use std::ops::{Bound, RangeBounds};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::codec;
@@ -90,12 +91,33 @@ pub(crate) struct Writer {
     pub(crate) next_seq: Seq,
     unflushed: usize,
     epoch: u64,
+    /// Group commit: records staged (encoded, indexed, seqs assigned in order) but not yet
+    /// applied to the store; the next committer applies them all in one batch.
+    pending: Batch,
+    pending_last: Seq,
+    /// Intents closed by staged or applying outcomes (intent seq → outcome seq), so a second
+    /// outcome is refused before the first reaches the store.
+    closing: std::collections::BTreeMap<Seq, Seq>,
+    /// Set when a store write failed: its effect is unknown, so nothing more is appended.
+    failed: Option<String>,
+    /// What an outcome copies from its intent, for intents staged by this process and not yet
+    /// closed (so closing one needs no store read); others are read from the store.
+    open_here: std::collections::HashMap<Seq, (String, ObjectRef, Vec<ObjectRef>)>,
 }
 
 pub struct Journal {
     // Declared before `_copy` so the store closes before the copied directory is deleted.
     store: Box<dyn Store>,
     writer: Mutex<Writer>,
+    /// Group commit: whether an appender is applying the staged records and flushing (the
+    /// committer). While it waits for the disk, others stage theirs and wait on
+    /// `committed`; the next committer takes everything staged meanwhile.
+    committing: Mutex<bool>,
+    committed: Condvar,
+    /// The highest seq applied to the store (every lower one is applied too).
+    applied: AtomicU64,
+    /// The highest seq known durable.
+    durable: AtomicU64,
     cfg: JournalConfig,
     path: PathBuf,
     observer: OnceLock<AppendObserver>,
@@ -223,7 +245,16 @@ impl Journal {
                 next_seq,
                 unflushed: 0,
                 epoch,
+                pending: Batch::default(),
+                pending_last: 0,
+                closing: Default::default(),
+                failed: None,
+                open_here: Default::default(),
             }),
+            committing: Mutex::new(false),
+            committed: Condvar::new(),
+            applied: AtomicU64::new(next_seq.saturating_sub(1)),
+            durable: AtomicU64::new(next_seq.saturating_sub(1)),
             cfg,
             path,
             observer: OnceLock::new(),
@@ -282,14 +313,43 @@ impl Journal {
     /// Write-ahead: returns only after the intent is flushed to disk. Run the side effect
     /// only after this returns `Ok`.
     pub fn append_intent(&self, intent: Intent, trace: Trace) -> Result<Seq> {
-        let mut w = self.lock()?;
+        let started = Instant::now();
+        let seq = {
+            let mut w = self.lock()?;
+            Self::check_epoch(&w, &intent)?;
+            self.stage(&mut w, Body::Intent(intent), trace)?
+        };
+        self.commit(seq, true, started, "intent")
+    }
+
+    /// Write-ahead for several intents at once: consecutive seqs, one flush for all of them
+    /// (a pass that is about to run many independent steps). Returns their seqs in order.
+    pub fn append_intents(&self, intents: Vec<Intent>, trace: Trace) -> Result<Vec<Seq>> {
+        let started = Instant::now();
+        let mut seqs = Vec::with_capacity(intents.len());
+        {
+            let mut w = self.lock()?;
+            for intent in &intents {
+                Self::check_epoch(&w, intent)?;
+            }
+            for intent in intents {
+                seqs.push(self.stage(&mut w, Body::Intent(intent), trace)?);
+            }
+        }
+        if let Some(&last) = seqs.last() {
+            self.commit(last, true, started, "intent")?;
+        }
+        Ok(seqs)
+    }
+
+    fn check_epoch(w: &Writer, intent: &Intent) -> Result<()> {
         if intent.lease_epoch < w.epoch {
             return Err(JournalError::StaleEpoch {
                 epoch: intent.lease_epoch,
                 current: w.epoch,
             });
         }
-        self.append_locked(&mut w, Body::Intent(intent), trace, true)
+        Ok(())
     }
 
     /// Close an open intent. Fails with `IntentNotOpen` for unknown or already closed intents.
@@ -300,55 +360,79 @@ impl Journal {
         duration: Duration,
         trace: Trace,
     ) -> Result<Seq> {
-        let mut w = self.lock()?;
-        if self
-            .store
-            .get(&keys::seq_key(keys::OPEN, intent_seq))?
-            .is_none()
-        {
-            return Err(JournalError::IntentNotOpen { seq: intent_seq });
-        }
-        let intent = match self.get(intent_seq)? {
-            Some(Record {
-                body: Body::Intent(i),
-                ..
-            }) => i,
-            _ => return Err(JournalError::IntentNotOpen { seq: intent_seq }),
+        let started = Instant::now();
+        let (seq, durable) = {
+            let mut w = self.lock()?;
+            if w.closing.contains_key(&intent_seq) {
+                return Err(JournalError::IntentNotOpen { seq: intent_seq });
+            }
+            let (unit, object, regarding) = match w.open_here.remove(&intent_seq) {
+                Some(header) => header,
+                None => {
+                    if self
+                        .store
+                        .get(&keys::seq_key(keys::OPEN, intent_seq))?
+                        .is_none()
+                    {
+                        return Err(JournalError::IntentNotOpen { seq: intent_seq });
+                    }
+                    match self.get(intent_seq)? {
+                        Some(Record {
+                            body: Body::Intent(i),
+                            ..
+                        }) => (i.unit, i.object, i.regarding),
+                        _ => return Err(JournalError::IntentNotOpen { seq: intent_seq }),
+                    }
+                }
+            };
+            let body = Body::Outcome(Outcome {
+                intent_seq,
+                unit,
+                object,
+                result,
+                duration_ms: duration.as_millis().try_into().unwrap_or(u64::MAX),
+                regarding,
+            });
+            let seq = self.stage(&mut w, body, trace)?;
+            w.closing.insert(intent_seq, seq);
+            (seq, self.flush_due(&mut w))
         };
-        let body = Body::Outcome(Outcome {
-            intent_seq,
-            unit: intent.unit,
-            object: intent.object,
-            result,
-            duration_ms: duration.as_millis().try_into().unwrap_or(u64::MAX),
-            regarding: intent.regarding,
-        });
-        self.append_locked(&mut w, body, trace, false)
+        self.commit(seq, durable, started, "outcome")
     }
 
     pub fn append_published(&self, published: Published, trace: Trace) -> Result<Seq> {
-        let mut w = self.lock()?;
-        self.append_locked(&mut w, Body::Published(published), trace, false)
+        let started = Instant::now();
+        let (seq, durable) = {
+            let mut w = self.lock()?;
+            let seq = self.stage(&mut w, Body::Published(published), trace)?;
+            (seq, self.flush_due(&mut w))
+        };
+        self.commit(seq, durable, started, "published")
     }
 
-    pub(crate) fn append_locked(
-        &self,
-        w: &mut Writer,
-        body: Body,
-        trace: Trace,
-        durable: bool,
-    ) -> Result<Seq> {
-        let started = Instant::now();
+    /// Whether this non-durable append also flushes ([`FlushPolicy`]).
+    fn flush_due(&self, w: &mut Writer) -> bool {
+        w.unflushed += 1;
+        let due = match self.cfg.flush {
+            FlushPolicy::Always => true,
+            FlushPolicy::Every(n) => w.unflushed >= n.max(1),
+            FlushPolicy::Manual => false,
+        };
+        if due {
+            w.unflushed = 0;
+        }
+        due
+    }
+
+    /// Encode and index one record as the next seq and stage it for the next commit (writer
+    /// lock held). Nothing reaches the store here; a failure leaves the seq unused.
+    fn stage(&self, w: &mut Writer, body: Body, trace: Trace) -> Result<Seq> {
+        if let Some(reason) = &w.failed {
+            return Err(JournalError::WriterFailed {
+                reason: reason.clone(),
+            });
+        }
         let seq = w.next_seq;
-        // Decided up front (the counter only moves on success) so the span carries it.
-        let flushed = durable
-            || match self.cfg.flush {
-                FlushPolicy::Always => true,
-                FlushPolicy::Every(n) => w.unflushed + 1 >= n.max(1),
-                FlushPolicy::Manual => false,
-            };
-        let span = tracing::info_span!("journal.append", kind = body.kind_name(), flushed, seq);
-        let _entered = span.enter();
         let record = Record {
             seq,
             at_ms: self.cfg.clock.now_ms(),
@@ -362,40 +446,129 @@ impl Journal {
         batch.insert(keys::META_HIGH_WATER, seq.to_be_bytes().to_vec());
         fail_point!("journal::index::before_update");
         index::stage(&record, &mut batch);
-        let mut new_epoch = None;
         if let Body::Intent(i) = &record.body
             && i.lease_epoch > w.epoch
         {
             batch.insert(keys::META_EPOCH, i.lease_epoch.to_be_bytes().to_vec());
-            new_epoch = Some(i.lease_epoch);
+            w.epoch = i.lease_epoch;
         }
-        if let Err(e) = self.store.apply(batch) {
-            // We cannot know whether a failed apply landed; re-read so a seq is never reused.
-            w.next_seq = Self::derive_next_seq(self.store.as_ref())?.max(seq);
-            return Err(e.into());
+        if let Body::Intent(i) = record.body {
+            w.open_here.insert(seq, (i.unit, i.object, i.regarding));
         }
+        w.pending.ops.extend(batch.ops);
+        w.pending_last = seq;
         w.next_seq = seq + 1;
-        if let Some(e) = new_epoch {
-            w.epoch = e;
-        }
-        w.unflushed += 1;
-        fail_point!("journal::append::before_flush");
-        if flushed {
-            self.store.flush()?;
-            w.unflushed = 0;
+        Ok(seq)
+    }
+
+    /// Group commit: returns once `seq` is applied (and durable, if asked). The committer
+    /// applies everything staged so far in one store batch and flushes once; appenders that
+    /// staged meanwhile wait for it and find themselves covered, or share the next commit.
+    fn commit(&self, seq: Seq, durable: bool, started: Instant, kind: &'static str) -> Result<Seq> {
+        let span = tracing::info_span!("journal.append", kind, flushed = durable, seq);
+        let _entered = span.enter();
+        let done = |j: &Self| {
+            j.applied.load(Ordering::Acquire) >= seq
+                && (!durable || j.durable.load(Ordering::Acquire) >= seq)
+        };
+        while !done(self) {
+            let mut committing = self.committing.lock().map_err(|_| JournalError::Poisoned)?;
+            if done(self) {
+                break;
+            }
+            if *committing {
+                // Woken (all at once, not one by one through a lock) when that commit ends.
+                drop(
+                    self.committed
+                        .wait(committing)
+                        .map_err(|_| JournalError::Poisoned)?,
+                );
+                continue;
+            }
+            *committing = true;
+            drop(committing);
+            let _turn = CommitTurn(self);
+            self.commit_staged(durable)?;
         }
         if let Some(observe) = self.observer.get() {
-            observe(started.elapsed(), flushed);
+            observe(started.elapsed(), durable);
         }
+        Ok(seq)
+    }
+
+    /// The committer's work: apply what is staged, then flush if this appender needs it.
+    fn commit_staged(&self, durable: bool) -> Result<()> {
+        {
+            let mut w = self.lock()?;
+            self.apply_staged(&mut w)?;
+        }
+        fail_point!("journal::append::before_flush");
+        if durable {
+            let upto = self.applied.load(Ordering::Acquire);
+            self.store.flush()?;
+            self.durable.fetch_max(upto, Ordering::AcqRel);
+        }
+        Ok(())
+    }
+
+    /// Apply every staged record in one batch (committer and writer locks held; the store
+    /// write is quick, the flush comes after the writer lock is released).
+    fn apply_staged(&self, w: &mut Writer) -> Result<()> {
+        if w.pending.is_empty() {
+            return Ok(());
+        }
+        let batch = std::mem::take(&mut w.pending);
+        let last = w.pending_last;
+        if let Err(e) = self.store.apply(batch) {
+            // Whether it landed is unknown: refuse every later append rather than reuse a seq
+            // or leave a gap; reopening derives the next seq from what is stored.
+            w.failed = Some(e.to_string());
+            return Err(e.into());
+        }
+        self.applied.fetch_max(last, Ordering::AcqRel);
+        w.closing.retain(|_, outcome| *outcome > last);
+        Ok(())
+    }
+
+    /// For snapshot and compaction: no appends while `f` runs, and everything staged before
+    /// it is in the store.
+    pub(crate) fn exclusive<T>(&self, f: impl FnOnce(&mut Writer) -> Result<T>) -> Result<T> {
+        // Become the committer (waiting out a running one), so no commit runs meanwhile.
+        let mut committing = self.committing.lock().map_err(|_| JournalError::Poisoned)?;
+        while *committing {
+            committing = self
+                .committed
+                .wait(committing)
+                .map_err(|_| JournalError::Poisoned)?;
+        }
+        *committing = true;
+        drop(committing);
+        let _turn = CommitTurn(self);
+        let mut w = self.lock()?;
+        self.apply_staged(&mut w)?;
+        f(&mut w)
+    }
+
+    /// Stage and apply a durable record while [`Journal::exclusive`] (snapshots).
+    pub(crate) fn append_exclusive(&self, w: &mut Writer, body: Body, trace: Trace) -> Result<Seq> {
+        let seq = self.stage(w, body, trace)?;
+        self.apply_staged(w)?;
+        self.store.flush()?;
+        self.durable.fetch_max(seq, Ordering::AcqRel);
         Ok(seq)
     }
 
     /// Make every append so far durable.
     pub fn flush(&self) -> Result<()> {
-        let mut w = self.lock()?;
-        self.store.flush()?;
-        w.unflushed = 0;
-        Ok(())
+        let upto = {
+            let mut w = self.lock()?;
+            w.unflushed = 0;
+            w.next_seq.saturating_sub(1)
+        };
+        if upto == 0 {
+            return Ok(());
+        }
+        self.commit(upto, true, Instant::now(), "flush").map(|_| ())
     }
 
     // ---- reads ----------------------------------------------------------------------------
@@ -560,6 +733,23 @@ impl Journal {
         b.insert(keys::META_FORMAT, vec![version]);
         self.store.apply(b)?;
         Ok(self.store.flush()?)
+    }
+}
+
+/// The committer's turn: ends (and wakes the waiters) however the commit ends, unwinding
+/// included, so a failed or panicking commit never leaves the others waiting forever.
+struct CommitTurn<'a>(&'a Journal);
+
+impl Drop for CommitTurn<'_> {
+    fn drop(&mut self) {
+        // Only held for a flag flip, never across a panic: poison cannot carry bad state.
+        let mut committing = self
+            .0
+            .committing
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        *committing = false;
+        self.0.committed.notify_all();
     }
 }
 

@@ -75,15 +75,16 @@ impl Journal {
     /// Rebuild `P` and store it as a Snapshot record covering everything appended so far.
     /// Holds the writer lock so no record slips in between the fold and the snapshot.
     pub fn snapshot<P: Projection>(&self, trace: Trace) -> Result<Seq> {
-        let mut w = self.lock()?;
-        let rebuilt = self.rebuild::<P>()?;
-        let upto_seq = w.next_seq.saturating_sub(1);
-        let body = Body::Snapshot(Snapshot {
-            projection: P::NAME.to_string(),
-            upto_seq,
-            state: codec::encode_value("projection state", &rebuilt.state)?,
-        });
-        // Durable: compaction trusts it once it exists.
-        self.append_locked(&mut w, body, trace, true)
+        self.exclusive(|w| {
+            let rebuilt = self.rebuild::<P>()?;
+            let upto_seq = w.next_seq.saturating_sub(1);
+            let body = Body::Snapshot(Snapshot {
+                projection: P::NAME.to_string(),
+                upto_seq,
+                state: codec::encode_value("projection state", &rebuilt.state)?,
+            });
+            // Durable: compaction trusts it once it exists.
+            self.append_exclusive(w, body, trace)
+        })
     }
 }

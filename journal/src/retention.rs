@@ -40,7 +40,11 @@ type Group = (Vec<Seq>, Option<(String, Seq)>, u64);
 impl Journal {
     /// Full scan of the log (compaction runs rarely; the scan keeps the rules simple).
     pub fn compact(&self, retention: Retention) -> Result<CompactReport> {
-        let _w = self.lock()?; // no appends while we decide
+        // No appends while we decide, and everything staged is in the store.
+        self.exclusive(|_| self.compact_exclusive(retention))
+    }
+
+    fn compact_exclusive(&self, retention: Retention) -> Result<CompactReport> {
         let store = self.store();
 
         let (lo, hi) = keys::span(keys::SNAPSHOT);

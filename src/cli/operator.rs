@@ -42,7 +42,8 @@ pub struct OperatorArgs {
     /// This pod's name (downward API), used for the image lookup, Events and the lease.
     #[arg(long, env = "NAME")]
     pub pod_name: Option<String>,
-    /// Quiet time that coalesces a burst of watch events into one pass.
+    /// Cooldown between passes of a unit: the first change after a quiet spell starts a pass at
+    /// once; changes during it (or this soon after) are coalesced into one more pass.
     #[arg(long, default_value = "50ms", value_parser = parse_ms)]
     pub debounce: Duration,
     /// Restart intensity: at most this many actor restarts ...

@@ -48,6 +48,8 @@ pub struct VgManagerArgs {
     pub lock_file: PathBuf,
     #[arg(long, env = "LVMS_DIAGNOSTICS_ADDR", default_value = "0.0.0.0:8081")]
     pub diagnostics_addr: SocketAddr,
+    /// Cooldown between passes of a unit, in ms (the first change after a quiet spell starts
+    /// a pass at once).
     #[arg(long, default_value_t = 50)]
     pub debounce_ms: u64,
     /// A file listing the only devices this node may use, one path per line (symlinks

@@ -6,6 +6,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::api::{Api, ListParams, Patch, PatchParams};
@@ -278,7 +279,10 @@ impl LifecycleUnit {
                 }
                 continue;
             }
-            // Delete everything of this kind (plan against nothing desired), then wait.
+            // Delete everything of this kind (plan against nothing desired): one durable append
+            // for all the intents, the deletes side by side; then wait.
+            let client = &self.ctx.client;
+            let mut batch: Vec<(StepSpec, BoxFuture<'_, Result<Done, UnitError>>)> = Vec::new();
             for step in plan(Vec::new(), &current) {
                 let Step::Delete { namespace, name } = step else {
                     continue;
@@ -293,11 +297,14 @@ impl LifecycleUnit {
                     },
                     ObjectAction::Delete,
                 );
-                let client = &self.ctx.client;
-                steps
-                    .run(spec, || delete_object(client, kind, &namespace, &name))
-                    .await?;
+                batch.push((
+                    spec,
+                    Box::pin(async move { delete_object(client, kind, &namespace, &name).await }),
+                ));
             }
+            steps
+                .run_all(batch, super::objects::WRITE_CONCURRENCY)
+                .await?;
             info!(kind = %kind.kind(), left = current.len(), "teardown: waiting for deletion");
             return Ok(waiting(format!(
                 "teardown: waiting for {} {}(s) to be deleted",
