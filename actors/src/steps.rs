@@ -19,6 +19,9 @@ use crate::faults;
 
 pub const PASS_ACTION: &str = "pass";
 
+/// Intents [`Steps::run_all`] makes durable per journal append.
+const BATCH_CHUNK: usize = 64;
+
 /// What a step is about to do, before it does it.
 #[derive(Debug, Clone)]
 pub struct StepSpec {
@@ -296,10 +299,28 @@ impl Steps {
         )>,
         concurrency: usize,
     ) -> Result<(), UnitError> {
-        use futures::StreamExt;
-        if steps.is_empty() {
-            return Ok(());
+        let mut first_error = None;
+        let mut steps = steps.into_iter().peekable();
+        // In chunks: a 1000-object pass makes 16 appends, not one 1000-record batch held in
+        // memory at once.
+        while steps.peek().is_some() {
+            let chunk: Vec<_> = steps.by_ref().take(BATCH_CHUNK).collect();
+            if let Err(e) = self.run_chunk(chunk, concurrency).await {
+                first_error.get_or_insert(e);
+            }
         }
+        first_error.map_or(Ok(()), Err)
+    }
+
+    async fn run_chunk<'a>(
+        &self,
+        steps: Vec<(
+            StepSpec,
+            futures::future::BoxFuture<'a, Result<Done, UnitError>>,
+        )>,
+        concurrency: usize,
+    ) -> Result<(), UnitError> {
+        use futures::StreamExt;
         self.open_pass()?;
         let regarding = self.regarding();
         let trace = self.record_trace();
