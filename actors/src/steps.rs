@@ -19,6 +19,12 @@ use crate::faults;
 
 pub const PASS_ACTION: &str = "pass";
 
+/// One step of [`Steps::run_all`]: what it is about to do, and the effect that does it.
+pub type BatchStep<'a> = (
+    StepSpec,
+    futures::future::BoxFuture<'a, Result<Done, UnitError>>,
+);
+
 /// Intents [`Steps::run_all`] makes durable per journal append.
 const BATCH_CHUNK: usize = 64;
 
@@ -293,10 +299,7 @@ impl Steps {
     /// others' outcomes are journaled either way).
     pub async fn run_all<'a>(
         &self,
-        steps: Vec<(
-            StepSpec,
-            futures::future::BoxFuture<'a, Result<Done, UnitError>>,
-        )>,
+        steps: Vec<BatchStep<'a>>,
         concurrency: usize,
     ) -> Result<(), UnitError> {
         let mut first_error = None;
@@ -314,10 +317,7 @@ impl Steps {
 
     async fn run_chunk<'a>(
         &self,
-        steps: Vec<(
-            StepSpec,
-            futures::future::BoxFuture<'a, Result<Done, UnitError>>,
-        )>,
+        steps: Vec<BatchStep<'a>>,
         concurrency: usize,
     ) -> Result<(), UnitError> {
         use futures::StreamExt;

@@ -29,6 +29,13 @@ pub(crate) struct RecordV2 {
     at_ms: u64,
     trace: Trace,
     body: BodyV2,
+    /// The frame's format, for messages (not on the wire).
+    #[serde(skip, default = "format_2")]
+    format: u8,
+}
+
+fn format_2() -> u8 {
+    2
 }
 
 /// Variant order is the wire order: never reorder.
@@ -178,38 +185,45 @@ fn observed(format: u8, o: &ObservedV2) -> String {
     )
 }
 
-impl TryFrom<RecordV1> for Record {
-    type Error = String;
-    fn try_from(r: RecordV1) -> Result<Record, String> {
+/// Format 1 is format 2 with nothing regarded.
+impl From<RecordV1> for RecordV2 {
+    fn from(r: RecordV1) -> RecordV2 {
         let body = match r.body {
-            BodyV1::Observed(o) => return Err(observed(1, &o)),
-            BodyV1::Intent(i) => Body::Intent(Intent {
+            BodyV1::Observed(o) => BodyV2::Observed(o),
+            BodyV1::Intent(i) => BodyV2::Intent(IntentV2 {
                 unit: i.unit,
                 object: i.object,
                 action: i.action,
-                args: Vec::new(),
                 desired_digest: i.desired_digest,
                 idempotency_key: i.idempotency_key,
                 lease_epoch: i.lease_epoch,
                 regarding: Vec::new(),
             }),
-            BodyV1::Outcome(o) => Body::Outcome(Outcome {
+            BodyV1::Outcome(o) => BodyV2::Outcome(OutcomeV2 {
                 intent_seq: o.intent_seq,
                 unit: o.unit,
                 object: o.object,
-                result: o.result.into(),
+                result: o.result,
                 duration_ms: o.duration_ms,
                 regarding: Vec::new(),
             }),
-            BodyV1::Published(p) => Body::Published(p),
-            BodyV1::Snapshot(s) => Body::Snapshot(s),
+            BodyV1::Published(p) => BodyV2::Published(p),
+            BodyV1::Snapshot(s) => BodyV2::Snapshot(s),
         };
-        Ok(Record {
+        RecordV2 {
             seq: r.seq,
             at_ms: r.at_ms,
             trace: r.trace,
             body,
-        })
+            format: 1,
+        }
+    }
+}
+
+impl TryFrom<RecordV1> for Record {
+    type Error = String;
+    fn try_from(r: RecordV1) -> Result<Record, String> {
+        RecordV2::from(r).try_into()
     }
 }
 
@@ -217,7 +231,7 @@ impl TryFrom<RecordV2> for Record {
     type Error = String;
     fn try_from(r: RecordV2) -> Result<Record, String> {
         let body = match r.body {
-            BodyV2::Observed(o) => return Err(observed(2, &o)),
+            BodyV2::Observed(o) => return Err(observed(r.format, &o)),
             BodyV2::Intent(i) => Body::Intent(Intent {
                 unit: i.unit,
                 object: i.object,

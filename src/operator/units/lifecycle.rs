@@ -6,11 +6,10 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::api::{Api, ListParams, Patch, PatchParams};
-use lvms_actors::{Done, EventNote, Pass, Replayed, StepSpec, Steps, Unit, UnitError};
+use lvms_actors::{BatchStep, Done, EventNote, Pass, Replayed, StepSpec, Steps, Unit, UnitError};
 use lvms_journal::{Intent, ObjectRef};
 use serde_json::json;
 use tracing::info;
@@ -282,7 +281,7 @@ impl LifecycleUnit {
             // Delete everything of this kind (plan against nothing desired): one durable append
             // for all the intents, the deletes side by side; then wait.
             let client = &self.ctx.client;
-            let mut batch: Vec<(StepSpec, BoxFuture<'_, Result<Done, UnitError>>)> = Vec::new();
+            let mut batch: Vec<BatchStep<'_>> = Vec::new();
             for step in plan(Vec::new(), &current) {
                 let Step::Delete { namespace, name } = step else {
                     continue;

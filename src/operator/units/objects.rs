@@ -4,8 +4,7 @@
 
 use std::sync::Arc;
 
-use futures::future::BoxFuture;
-use lvms_actors::{Done, Pass, Replayed, StepSpec, Steps, Unit, UnitError};
+use lvms_actors::{BatchStep, Done, Pass, Replayed, StepSpec, Steps, Unit, UnitError};
 use lvms_journal::{Intent, ObjectRef};
 use serde_json::Value;
 use tracing::info;
@@ -127,7 +126,7 @@ impl Unit for ObjectsUnit {
         // The objects of one kind are independent: their intents go to the journal in one
         // durable append and the writes run side by side (a few at a time, as a client
         // should), instead of one fsync and one round trip after another.
-        let mut batch: Vec<(StepSpec, BoxFuture<'_, Result<Done, UnitError>>)> = Vec::new();
+        let mut batch: Vec<BatchStep<'_>> = Vec::new();
         for step in plan(desired, &current) {
             match step {
                 Step::Apply {
