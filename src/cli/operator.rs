@@ -46,6 +46,10 @@ pub struct OperatorArgs {
     /// once; changes during it (or this soon after) are coalesced into one more pass.
     #[arg(long, default_value = "50ms", value_parser = parse_ms)]
     pub debounce: Duration,
+    /// Normal Events: `summary` (one success per LVMCluster reconcile) or `all` (also every
+    /// unit's successful pass). Warnings are always sent.
+    #[arg(long, default_value = "summary")]
+    pub normal_events: crate::operator::units::events::NormalEvents,
     /// Restart intensity: at most this many actor restarts ...
     #[arg(long, default_value_t = 5)]
     pub max_restarts: usize,
@@ -107,6 +111,7 @@ pub fn run_cmd(args: OperatorArgs) -> anyhow::Result<ExitCode> {
             image,
             vg_manager_command: args.vg_manager_command,
             debounce: args.debounce,
+            normal_events: args.normal_events,
             restart_policy: RestartPolicy {
                 max_restarts: args.max_restarts,
                 within: Duration::from_secs(args.restart_window_secs),

@@ -39,6 +39,8 @@ pub struct Config {
     pub vg_manager_command: Vec<String>,
     /// Quiet time that turns a burst of watch events into one pass.
     pub debounce: Duration,
+    /// Which Normal Events go out (Warnings always do).
+    pub normal_events: events::NormalEvents,
     pub restart_policy: RestartPolicy,
 }
 
@@ -144,9 +146,12 @@ pub async fn run(
             instance: cfg.identity.clone(),
         }),
         journal: journal.clone(),
-        event_for: Arc::new(|j: &lvms_journal::Journal, r: &lvms_journal::Record| {
-            Ok(events::event_for(j, r)?.into_iter().collect())
-        }),
+        event_for: {
+            let normal = cfg.normal_events;
+            Arc::new(move |j: &lvms_journal::Journal, r: &lvms_journal::Record| {
+                Ok(events::event_for(j, r, normal)?.into_iter().collect())
+            })
+        },
     })];
     children.push(wiring.child(
         lifecycle::UNIT,

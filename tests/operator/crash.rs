@@ -15,6 +15,7 @@ use lvms_testkit::{Scenario, eventually};
 
 const T: Duration = Duration::from_secs(30);
 const UNIT: &str = "topolvm-storageclass";
+const ALL_EVENTS: &[&str] = &["--normal-events", "all"];
 
 /// The replay verdicts in the journal (how open intents were resolved).
 fn replays(journal_dir: &std::path::Path) -> Vec<Replayed> {
@@ -30,7 +31,8 @@ fn replays(journal_dir: &std::path::Path) -> Vec<Replayed> {
 
 async fn crash_and_converge(point: &str, expect_replay: Option<Replayed>) {
     let s = Scenario::new(&format!("op-crash-{point}")).await;
-    let mut op = s.operator(&[("LVMS_CRASH_AT", point)], &[]);
+    // Every unit's success Event: the crash points sit around those Events' publication.
+    let mut op = s.operator(&[("LVMS_CRASH_AT", point)], ALL_EVENTS);
     s.create_cluster(thin("my-lvmcluster")).await;
     let status = op
         .wait_exit(T)
@@ -41,7 +43,7 @@ async fn crash_and_converge(point: &str, expect_replay: Option<Replayed>) {
     );
     drop(op);
 
-    let _op = s.operator(&[], &[]);
+    let _op = s.operator(&[], ALL_EVENTS);
     let scs: Api<StorageClass> = Api::all(s.client.clone());
     eventually(T, || async { scs.get_opt("lvms-vg1").await.unwrap() })
         .await

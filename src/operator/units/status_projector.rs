@@ -75,9 +75,17 @@ impl Unit for StatusUnit {
             .state
             .map(|s| format!("{s:?}"))
             .unwrap_or_else(|| "Unknown".into());
+        // Ready names its generation: reaching Ready again after an edit is a new outcome, and
+        // the one success Event of that reconcile (events::event_for).
+        let summary = match status.state {
+            Some(crate::api::LVMStateType::Ready) => {
+                super::events::ready_summary(cluster.metadata.generation.unwrap_or_default())
+            }
+            _ => format!("status {state}"),
+        };
         if cluster.status.as_ref() == Some(&status) {
             return Ok(Pass {
-                summary: format!("status {state}"),
+                summary,
                 requeue_after: None,
             });
         }
@@ -129,7 +137,7 @@ impl Unit for StatusUnit {
             )
             .map_err(UnitError::journal)?;
         Ok(Pass {
-            summary: format!("status {state}"),
+            summary,
             requeue_after: None,
         })
     }
