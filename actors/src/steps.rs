@@ -237,6 +237,25 @@ impl Steps {
         }
     }
 
+    /// The intent of a step, with its action and object (for its span and fault points).
+    fn step_intent(
+        &self,
+        spec: StepSpec,
+        regarding: Vec<ObjectRef>,
+    ) -> (&'static str, ObjectRef, Intent) {
+        let key = spec.idempotency_key(&self.unit);
+        let object = spec.object.clone();
+        let intent = self.intent(
+            spec.object,
+            spec.action,
+            spec.args,
+            &spec.desired_digest,
+            key,
+            regarding,
+        );
+        (spec.action, object, intent)
+    }
+
     /// Open the pass intent if this pass has none yet.
     pub(crate) fn open_pass(&self) -> Result<Seq, UnitError> {
         let mut p = self
@@ -272,17 +291,7 @@ impl Steps {
         Fut: Future<Output = Result<Done, UnitError>> + Send,
     {
         self.open_pass()?;
-        let key = spec.idempotency_key(&self.unit);
-        let action = spec.action;
-        let object = spec.object.clone();
-        let intent = self.intent(
-            spec.object,
-            spec.action,
-            spec.args,
-            &spec.desired_digest,
-            key,
-            self.regarding(),
-        );
+        let (action, object, intent) = self.step_intent(spec, self.regarding());
         // The intent is appended inside the step's span, so it carries the step's span id.
         let span = Self::step_span(action, &object);
         let seq = span
@@ -327,17 +336,8 @@ impl Steps {
         let mut intents = Vec::with_capacity(steps.len());
         let mut effects = Vec::with_capacity(steps.len());
         for (spec, effect) in steps {
-            let key = spec.idempotency_key(&self.unit);
-            let action = spec.action;
-            let object = spec.object.clone();
-            intents.push(self.intent(
-                spec.object,
-                spec.action,
-                spec.args,
-                &spec.desired_digest,
-                key,
-                regarding.clone(),
-            ));
+            let (action, object, intent) = self.step_intent(spec, regarding.clone());
+            intents.push(intent);
             effects.push((action, object, effect));
         }
         let seqs = self

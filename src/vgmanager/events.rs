@@ -137,7 +137,7 @@ pub fn event_for(journal: &Journal, rec: &Record) -> lvms_journal::Result<Option
     if let Some(e) = o.result.done().and_then(|d| d.event.as_ref()) {
         // Host steps regard the host; their Events go to the volume group of the pass.
         let mut s = spec(e.into(), &e.reason, e.note.clone());
-        if o.object.kind == "Host"
+        if o.object.kind == super::volume_group::HOST_KIND
             && let Some(subject) = pass_subject(journal, o.intent_seq)?
         {
             s.regarding = subject;

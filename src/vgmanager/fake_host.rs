@@ -1,7 +1,7 @@
 //! A fake [`HostOps`] for unit tests of the volume-group actor: commands answered from
 //! lvm2-format fixtures (by program name), files in memory, every call recorded.
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 
-use super::host::{HostError, HostOps, HostOutput};
+use super::host::{HostError, HostOps, HostOutput, program_name};
 
 /// One scripted answer to a command.
 #[derive(Debug, Clone)]
@@ -25,18 +25,13 @@ struct State {
     answers: BTreeMap<String, VecDeque<Answer>>,
     calls: Vec<Vec<String>>,
     files: BTreeMap<PathBuf, String>,
-    /// Paths that exist (canonicalize returns them as they are); none in these tests.
-    paths: BTreeSet<PathBuf>,
 }
 
 #[derive(Default)]
 pub struct FakeHost(Mutex<State>);
 
 fn program(argv: &[String]) -> String {
-    argv.first()
-        .and_then(|p| Path::new(p).file_name())
-        .map(|p| p.to_string_lossy().into_owned())
-        .unwrap_or_default()
+    program_name(argv).unwrap_or_default()
 }
 
 impl FakeHost {
@@ -110,13 +105,9 @@ impl HostOps for FakeHost {
         })
     }
 
-    fn canonicalize(&self, path: &Path) -> io::Result<PathBuf> {
-        let s = self.0.lock().unwrap();
-        if s.paths.contains(path) {
-            Ok(path.to_path_buf())
-        } else {
-            Err(io::ErrorKind::NotFound.into())
-        }
+    fn canonicalize(&self, _path: &Path) -> io::Result<PathBuf> {
+        // No selector path exists on the fake node (these tests select nothing by path).
+        Err(io::ErrorKind::NotFound.into())
     }
 
     fn read_dir_names(&self, _dir: &Path) -> io::Result<Vec<String>> {

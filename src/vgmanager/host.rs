@@ -43,6 +43,13 @@ impl HostError {
     }
 }
 
+/// The file name of the program an argv runs (`/usr/sbin/vgcreate` → `vgcreate`).
+pub fn program_name(argv: &[String]) -> Option<String> {
+    argv.first()
+        .and_then(|p| Path::new(p).file_name())
+        .map(|p| p.to_string_lossy().into_owned())
+}
+
 /// What the volume-group actors do to their node, and nothing else.
 pub trait HostOps: Send + Sync + 'static {
     /// Run `cmd` and require exit 0 (`ok_codes` lists other acceptable exit codes).
@@ -91,11 +98,7 @@ impl Host {
         cmd: &[String],
         ok_codes: &[i32],
     ) -> Result<HostOutput, HostError> {
-        let program = cmd
-            .first()
-            .and_then(|p| std::path::Path::new(p).file_name())
-            .map(|p| p.to_string_lossy().into_owned())
-            .unwrap_or_else(|| "command".into());
+        let program = program_name(cmd).unwrap_or_else(|| "command".into());
         let span = tracing::info_span!(
             "host.command",
             otel.name = format!("host {program}"),

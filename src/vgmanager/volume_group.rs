@@ -36,7 +36,7 @@ use crate::objects::object_ref;
 use crate::telemetry::metrics::Metrics;
 
 /// The journal's object kind for this node's host (commands, lvmd.yaml).
-const HOST_KIND: &str = "Host";
+pub const HOST_KIND: &str = "Host";
 
 /// What every volume-group actor on this node shares.
 pub struct NodeCtx {

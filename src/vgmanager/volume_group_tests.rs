@@ -13,7 +13,7 @@ use lvms_journal::{Body, Intent, Journal, ObjectRef, OutcomeResult};
 
 use super::fake_host::{Answer, FakeHost};
 use super::node_report::NodeReport;
-use super::volume_group::{HostClock, NodeCtx, VolumeGroupUnit};
+use super::volume_group::{HOST_KIND, HostClock, NodeCtx, VolumeGroupUnit};
 use crate::api::LVMVolumeGroup;
 use crate::node::actions::VolumeGroupAction as A;
 use crate::node::fixture;
@@ -103,7 +103,7 @@ impl Rig {
         let recs: Vec<_> = self.journal.iter().map(|r| r.expect("record")).collect();
         recs.iter()
             .filter_map(|r| match &r.body {
-                Body::Outcome(o) if o.object.kind == "Host" => {
+                Body::Outcome(o) if o.object.kind == HOST_KIND => {
                     let action = recs.iter().find_map(|i| match &i.body {
                         Body::Intent(i2) if i.seq == o.intent_seq => Some(i2.action.clone()),
                         _ => None,
@@ -119,7 +119,7 @@ impl Rig {
         Intent {
             unit: self.unit.unit.clone(),
             object: ObjectRef {
-                kind: "Host".into(),
+                kind: HOST_KIND.into(),
                 name: format!("{NODE}/{VG}"),
                 ..Default::default()
             },

@@ -44,13 +44,8 @@ async fn one_node(scenario: &str, tag: &str) -> OneNode {
     OneNode { s, vg, d1, _op: op }
 }
 
-/// Wait for the vg-manager armed with a crash point to SIGKILL itself there, then start it
-/// again without one.
-fn restart_after_crash(
-    s: &Scenario,
-    mut crashing: OperatorProcess,
-    point: &str,
-) -> OperatorProcess {
+/// Wait for the vg-manager armed with crash point `point` to SIGKILL itself there.
+fn wait_killed(mut crashing: OperatorProcess, point: &str) {
     let status = crashing.wait_exit(T).unwrap_or_else(|| {
         panic!(
             "vg-manager did not crash at {point}:\n{}",
@@ -58,7 +53,12 @@ fn restart_after_crash(
         )
     });
     assert!(OperatorProcess::killed_by_sigkill(&status), "{status:?}");
-    drop(crashing);
+}
+
+/// Wait for the vg-manager armed with a crash point to SIGKILL itself there, then start it
+/// again without one.
+fn restart_after_crash(s: &Scenario, crashing: OperatorProcess, point: &str) -> OperatorProcess {
+    wait_killed(crashing, point);
     s.vg_manager("node-a", &[])
 }
 
@@ -362,7 +362,7 @@ async fn kill_after_a_day_2_pvremove_still_publishes_device_removed_once() {
     register_csi_node(&s.client, "node-a", true).await;
     let _op = s.operator(&[], &[]);
     let crash = format!("applied:vg/{vg}#pvremove");
-    let mut crashing = s.vg_manager("node-a", &[("LVMS_CRASH_AT", &crash)]);
+    let crashing = s.vg_manager("node-a", &[("LVMS_CRASH_AT", &crash)]);
     let paths = |p: Vec<&String>| {
         json!({"spec": {"storage": {"deviceClasses": [
             {"name": vg, "default": true, "deviceSelector": {"paths": p}}]}}})
@@ -379,14 +379,7 @@ async fn kill_after_a_day_2_pvremove_still_publishes_device_removed_once() {
         )
         .await
         .expect("remove a path");
-    let status = crashing.wait_exit(T).unwrap_or_else(|| {
-        panic!(
-            "vg-manager did not crash at {crash}:\n{}",
-            crashing.log_text()
-        )
-    });
-    assert!(OperatorProcess::killed_by_sigkill(&status), "{status:?}");
-    drop(crashing);
+    wait_killed(crashing, &crash);
     assert!(!labelled(&d2.loop_dev), "pvremove ran before the kill");
     let _vm = s.vg_manager("node-a", &[]);
     let reported = eventually(T, || async {
