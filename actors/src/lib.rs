@@ -24,7 +24,7 @@ pub use publisher::{
     EventMapper, EventPublisher, EventSink, EventSpec, EventType, PublisherArgs, PublisherMsg,
     SinkError, fnv1a,
 };
-pub use steps::{BatchStep, PASS_ACTION, StepSpec, Steps};
+pub use steps::{BatchStep, Effect, PASS_ACTION, StepSpec, Steps, effect};
 pub use supervisor::{
     ChildSpec, Readiness, RestartHook, RestartPolicy, Supervisor, SupervisorArgs, SupervisorMsg,
 };

@@ -19,11 +19,22 @@ use crate::faults;
 
 pub const PASS_ACTION: &str = "pass";
 
+/// The effect of one batched step, built only when the step starts: a pass over 1000 objects
+/// keeps `concurrency` request futures alive, not 1000.
+pub type Effect<'a> =
+    Box<dyn FnOnce() -> futures::future::BoxFuture<'a, Result<Done, UnitError>> + Send + 'a>;
+
 /// One step of [`Steps::run_all`]: what it is about to do, and the effect that does it.
-pub type BatchStep<'a> = (
-    StepSpec,
-    futures::future::BoxFuture<'a, Result<Done, UnitError>>,
-);
+pub type BatchStep<'a> = (StepSpec, Effect<'a>);
+
+/// An [`Effect`] from an async closure.
+pub fn effect<'a, F, Fut>(f: F) -> Effect<'a>
+where
+    F: FnOnce() -> Fut + Send + 'a,
+    Fut: Future<Output = Result<Done, UnitError>> + Send + 'a,
+{
+    Box::new(move || Box::pin(f()))
+}
 
 /// Intents [`Steps::run_all`] makes durable per journal append.
 const BATCH_CHUNK: usize = 64;
@@ -301,65 +312,87 @@ impl Steps {
         self.run_one(seq, action, Box::pin(effect()), span).await
     }
 
-    /// Run independent side effects as one batch: every intent is made durable by ONE journal
-    /// append (one flush), then the effects run with at most `concurrency` in flight, each
-    /// closed by its own outcome. After a crash each open intent is replayed on its own, as
-    /// after [`Steps::run`]. Returns the first error once every effect has finished (the
-    /// others' outcomes are journaled either way).
+    /// Run independent side effects as one batch: every intent is made durable before its
+    /// effect starts, BATCH_CHUNK intents per journal append (one flush), then the effects run
+    /// with at most `concurrency` in flight, each closed by its own outcome. The next chunk's
+    /// intents are appended as soon as the current chunk's effects have all started, so the
+    /// writes never stall at a chunk boundary waiting for the slowest one. After a crash each
+    /// open intent is replayed on its own, as after [`Steps::run`]. Returns the first error
+    /// once every effect has finished (the others' outcomes are journaled either way).
     pub async fn run_all<'a>(
         &self,
         steps: Vec<BatchStep<'a>>,
         concurrency: usize,
     ) -> Result<(), UnitError> {
-        let mut first_error = None;
+        use futures::StreamExt;
+        let mut chunks: Vec<Vec<BatchStep<'a>>> = Vec::new();
         let mut steps = steps.into_iter().peekable();
-        // In chunks: a 1000-object pass makes 16 appends, not one 1000-record batch held in
-        // memory at once.
         while steps.peek().is_some() {
-            let chunk: Vec<_> = steps.by_ref().take(BATCH_CHUNK).collect();
-            if let Err(e) = self.run_chunk(chunk, concurrency).await {
-                first_error.get_or_insert(e);
+            chunks.push(steps.by_ref().take(BATCH_CHUNK).collect());
+        }
+        let mut chunks = chunks.into_iter();
+        let mut ready = std::collections::VecDeque::new();
+        let mut in_flight = futures::stream::FuturesUnordered::new();
+        let mut first = Ok(());
+        loop {
+            // Top up: the next durable effect, or the next chunk made durable.
+            while in_flight.len() < concurrency.max(1) {
+                if let Some(run) = ready.pop_front() {
+                    in_flight.push(run);
+                } else if let Some(chunk) = chunks.next() {
+                    ready.extend(self.durable_chunk(chunk));
+                } else {
+                    break;
+                }
+            }
+            match in_flight.next().await {
+                Some(result) => first = first.and(result.map(|_| ())),
+                None => return first,
             }
         }
-        first_error.map_or(Ok(()), Err)
     }
 
-    async fn run_chunk<'a>(
-        &self,
+    /// Appends a chunk's intents in one durable append and returns its effects, each closing
+    /// its own intent; if the append fails, one failed run instead (no effect without its
+    /// intent).
+    fn durable_chunk<'s, 'a: 's>(
+        &'s self,
         steps: Vec<BatchStep<'a>>,
-        concurrency: usize,
-    ) -> Result<(), UnitError> {
-        use futures::StreamExt;
-        self.open_pass()?;
-        let regarding = self.regarding();
-        let trace = self.record_trace();
-        let mut intents = Vec::with_capacity(steps.len());
-        let mut effects = Vec::with_capacity(steps.len());
-        for (spec, effect) in steps {
-            let (action, object, intent) = self.step_intent(spec, regarding.clone());
-            intents.push(intent);
-            effects.push((action, object, effect));
-        }
-        let seqs = self
-            .journal
-            .append_intents(intents, trace)
-            .map_err(UnitError::journal)?;
+    ) -> Vec<futures::future::BoxFuture<'s, Result<Done, UnitError>>> {
+        let durable = self.open_pass().and_then(|_| {
+            let regarding = self.regarding();
+            let trace = self.record_trace();
+            let mut intents = Vec::with_capacity(steps.len());
+            let mut effects = Vec::with_capacity(steps.len());
+            for (spec, effect) in steps {
+                let (action, object, intent) = self.step_intent(spec, regarding.clone());
+                intents.push(intent);
+                effects.push((action, object, effect));
+            }
+            let seqs = self
+                .journal
+                .append_intents(intents, trace)
+                .map_err(UnitError::journal)?;
+            Ok((seqs, effects))
+        });
+        let (seqs, effects) = match durable {
+            Ok(d) => d,
+            Err(e) => return vec![Box::pin(futures::future::ready(Err(e)))],
+        };
         if let Some((action, _, _)) = effects.first() {
             faults::crash_point_in(faults::INTENT_DURABLE, &self.unit, action);
         }
-        // Built one by one (not by a closure over the stream): the futures borrow `self`.
-        let mut runs: Vec<futures::future::BoxFuture<'_, Result<Done, UnitError>>> = Vec::new();
-        for (seq, (action, object, effect)) in seqs.into_iter().zip(effects) {
-            runs.push(Box::pin(async move {
-                let span = Self::step_span(action, &object);
-                self.run_one(seq, action, effect, span).await
-            }));
-        }
-        let results: Vec<Result<Done, UnitError>> = futures::stream::iter(runs)
-            .buffer_unordered(concurrency.max(1))
+        seqs.into_iter()
+            .zip(effects)
+            .map(|(seq, (action, object, effect))| {
+                let run: futures::future::BoxFuture<'s, Result<Done, UnitError>> =
+                    Box::pin(async move {
+                        let span = Self::step_span(action, &object);
+                        self.run_one(seq, action, effect(), span).await
+                    });
+                run
+            })
             .collect()
-            .await;
-        results.into_iter().try_for_each(|r| r.map(|_| ()))
     }
 
     fn step_span(action: &str, object: &ObjectRef) -> tracing::Span {

@@ -421,7 +421,7 @@ async fn a_batch_journals_every_intent_first_then_closes_each_effect() {
     let steps = lvms_actors::Steps::detached(j.clone(), "u");
     steps.begin(subject());
     let ran = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let mut batch: Vec<(lvms_actors::StepSpec, futures::future::BoxFuture<'_, _>)> = Vec::new();
+    let mut batch: Vec<lvms_actors::BatchStep<'_>> = Vec::new();
     for i in 0..5 {
         let spec =
             lvms_actors::StepSpec::new(object("ConfigMap", &format!("cm-{i}")), FakeAction::Apply)
@@ -429,7 +429,7 @@ async fn a_batch_journals_every_intent_first_then_closes_each_effect() {
         let (ran, j) = (ran.clone(), j.clone());
         batch.push((
             spec,
-            Box::pin(async move {
+            lvms_actors::effect(move || async move {
                 // Every intent of the batch is durable before any effect runs.
                 let intents = records(&j)
                     .iter()
@@ -458,6 +458,77 @@ async fn a_batch_journals_every_intent_first_then_closes_each_effect() {
         .filter(|r| matches!(&r.body, Body::Outcome(o) if matches!(o.result, OutcomeResult::Err { .. })))
         .count();
     assert_eq!(failed, 1);
+    assert_eq!(
+        j.open_intents_for("u").unwrap().len(),
+        1,
+        "only the pass is open"
+    );
+}
+
+/// A batch larger than one journal append: each effect starts only once its own intent is
+/// durable, never more than `concurrency` run at once, the next chunk does not wait for the
+/// previous one's slowest effect, and every intent is closed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_batch_is_made_durable_chunk_by_chunk_ahead_of_its_effects() {
+    let env = Env::new("batch-large");
+    let j = env.journal.clone();
+    let steps = lvms_actors::Steps::detached(j.clone(), "u");
+    steps.begin(subject());
+    let running = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let peak = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let ahead = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let slow_done = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    const N: usize = 150;
+    let mut batch: Vec<lvms_actors::BatchStep<'_>> = Vec::new();
+    for i in 0..N {
+        let name = format!("cm-{i}");
+        let spec = lvms_actors::StepSpec::new(object("ConfigMap", &name), FakeAction::Apply);
+        let (j, running, peak, ahead) = (j.clone(), running.clone(), peak.clone(), ahead.clone());
+        let slow_done = slow_done.clone();
+        batch.push((
+            spec,
+            lvms_actors::effect(move || async move {
+                let now = running.fetch_add(1, Ordering::SeqCst) + 1;
+                peak.fetch_max(now, Ordering::SeqCst);
+                let intents: Vec<String> = records(&j)
+                    .iter()
+                    .filter_map(|r| match &r.body {
+                        Body::Intent(x) if x.action == "apply" => Some(x.object.name.clone()),
+                        _ => None,
+                    })
+                    .collect();
+                assert!(
+                    intents.contains(&name),
+                    "{name} ran before its intent was durable"
+                );
+                // The last effect of the first chunk: is the second chunk durable already?
+                // The second chunk does not wait for the first chunk's slowest effect.
+                if i == 64 && slow_done.load(Ordering::SeqCst) == 0 {
+                    ahead.fetch_add(1, Ordering::SeqCst);
+                }
+                let ms = if i == 63 { 300 } else { 2 };
+                tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+                if i == 63 {
+                    slow_done.fetch_add(1, Ordering::SeqCst);
+                }
+                running.fetch_sub(1, Ordering::SeqCst);
+                Ok(Done::default())
+            }),
+        ));
+    }
+    steps.run_all(batch, 4).await.expect("every step succeeds");
+    assert!(peak.load(Ordering::SeqCst) <= 4, "{peak:?} in flight");
+    assert_eq!(
+        ahead.load(Ordering::SeqCst),
+        1,
+        "no stall at the chunk boundary"
+    );
+    let recs = records(&j);
+    let outcomes = recs
+        .iter()
+        .filter(|r| matches!(&r.body, Body::Outcome(_)))
+        .count();
+    assert_eq!(outcomes, N);
     assert_eq!(
         j.open_intents_for("u").unwrap().len(),
         1,

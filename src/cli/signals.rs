@@ -36,7 +36,7 @@ where
         .enable_all()
         .build()?;
     rt.block_on(async move {
-        let client = kube::Client::try_default()
+        let client = crate::telemetry::api_requests::counted_client()
             .await
             .context("connecting to the API server (KUBECONFIG or in-cluster)")?;
         body(client).await?;

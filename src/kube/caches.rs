@@ -20,9 +20,19 @@ use super::kinds::Kind;
 use crate::api::{LVMCluster, LVMVolumeGroup, LVMVolumeGroupNodeStatus};
 use crate::kube::discovery::Capabilities;
 
-/// Wakes the units a watch source matters to; the second argument is the W3C traceparent of
-/// a change that starts a trace (a new LVMCluster generation).
-pub type Router = Arc<dyn Fn(Kind, Option<&str>) + Send + Sync>;
+/// What changed in a watched object.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Change {
+    /// Anything (created, deleted, its metadata edited, or a source that does not tell).
+    Object,
+    /// Only what another process reports into it (a node status's spec, written by
+    /// vg-manager): its metadata is as before.
+    Report,
+}
+
+/// Wakes the units a watch source matters to; the last argument is the W3C traceparent of a
+/// change that starts a trace (a new LVMCluster generation).
+pub type Router = Arc<dyn Fn(Kind, Change, Option<&str>) + Send + Sync>;
 
 #[derive(Clone)]
 pub struct Caches {
@@ -65,7 +75,12 @@ where
         .default_backoff()
         .modify(strip)
         .reflect(writer);
-    tasks.push(tokio::spawn(route(stream, source, router)));
+    // A node status's spec is vg-manager's report: say so, for the units that do not read it.
+    if source == Kind::NodeStatus {
+        tasks.push(tokio::spawn(route_reports(stream, source, router)));
+    } else {
+        tasks.push(tokio::spawn(route(stream, source, router)));
+    }
     store
 }
 
@@ -131,7 +146,70 @@ async fn route<T, E: std::fmt::Display>(
         match ev {
             Ok(_) => {
                 watch_ok(source);
-                router(source, None)
+                router(source, Change::Object, None)
+            }
+            Err(e) => watch_failed(source, &e),
+        }
+    }
+}
+
+/// The parts of an object's metadata its owner writes (not resourceVersion, generation or
+/// managedFields), hashed: equal before and after an update means only a report changed.
+fn owned_metadata_hash(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    meta.labels.hash(&mut h);
+    meta.annotations.hash(&mut h);
+    meta.finalizers.hash(&mut h);
+    meta.deletion_timestamp
+        .as_ref()
+        .map(|t| t.0.as_second())
+        .hash(&mut h);
+    for o in meta.owner_references.iter().flatten() {
+        (&o.api_version, &o.kind, &o.name, &o.uid, o.controller).hash(&mut h);
+    }
+    h.finish()
+}
+
+/// Like [`route`], telling a [`Change::Report`] (an update that left the owned metadata as it
+/// was) from any other change.
+async fn route_reports<K: Resource<DynamicType = ()>, E: std::fmt::Display>(
+    stream: impl futures::Stream<Item = Result<watcher::Event<K>, E>>,
+    source: Kind,
+    router: Router,
+) {
+    let mut seen: std::collections::HashMap<String, u64> = Default::default();
+    futures::pin_mut!(stream);
+    while let Some(ev) = stream.next().await {
+        match ev {
+            Ok(watcher::Event::Apply(obj)) => {
+                watch_ok(source);
+                let meta = obj.meta();
+                let uid = meta.uid.clone().unwrap_or_default();
+                let hash = owned_metadata_hash(meta);
+                let change = match seen.insert(uid, hash) {
+                    Some(before) if before == hash => Change::Report,
+                    _ => Change::Object,
+                };
+                router(source, change, None);
+            }
+            Ok(watcher::Event::InitApply(obj)) => {
+                watch_ok(source);
+                let meta = obj.meta();
+                seen.insert(
+                    meta.uid.clone().unwrap_or_default(),
+                    owned_metadata_hash(meta),
+                );
+                router(source, Change::Object, None);
+            }
+            Ok(watcher::Event::Delete(obj)) => {
+                watch_ok(source);
+                seen.remove(obj.meta().uid.as_deref().unwrap_or_default());
+                router(source, Change::Object, None);
+            }
+            Ok(_) => {
+                watch_ok(source);
+                router(source, Change::Object, None)
             }
             Err(e) => watch_failed(source, &e),
         }
@@ -157,7 +235,7 @@ async fn route_generations<K: Resource<DynamicType = ()>, E: std::fmt::Display>(
                 let generation = meta.generation.unwrap_or_default();
                 let uid = meta.uid.clone().unwrap_or_default();
                 if seen.insert(uid, generation) == Some(generation) {
-                    router(source, None);
+                    router(source, Change::Object, None);
                     continue;
                 }
                 let kind = K::kind(&());
@@ -171,11 +249,11 @@ async fn route_generations<K: Resource<DynamicType = ()>, E: std::fmt::Display>(
                     generation,
                 );
                 let tp = span.in_scope(crate::telemetry::otel::current_traceparent);
-                router(source, tp.as_deref());
+                router(source, Change::Object, tp.as_deref());
             }
             Ok(_) => {
                 watch_ok(source);
-                router(source, None)
+                router(source, Change::Object, None)
             }
             Err(e) => watch_failed(source, &e),
         }
@@ -326,5 +404,64 @@ impl Caches {
             s.wait_until_ready().await?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::{LVMVolumeGroupNodeStatusSpec, VGStatus};
+
+    fn status(uid: &str, finalizers: &[&str], vgs: &[&str]) -> LVMVolumeGroupNodeStatus {
+        let mut s = LVMVolumeGroupNodeStatus::new(
+            "n1",
+            LVMVolumeGroupNodeStatusSpec {
+                lvm_vg_status: vgs
+                    .iter()
+                    .map(|v| VGStatus {
+                        name: v.to_string(),
+                        ..Default::default()
+                    })
+                    .collect(),
+            },
+        );
+        s.metadata.uid = Some(uid.into());
+        s.metadata.finalizers = Some(finalizers.iter().map(|f| f.to_string()).collect());
+        s
+    }
+
+    #[tokio::test]
+    async fn a_spec_only_update_is_a_report_and_anything_else_is_not() {
+        use watcher::Event::*;
+        let seen: Arc<std::sync::Mutex<Vec<Change>>> = Arc::default();
+        let router: Router = {
+            let seen = seen.clone();
+            Arc::new(move |_, change, _| seen.lock().unwrap().push(change))
+        };
+        let mut versioned = status("u1", &["f"], &["vg1"]);
+        versioned.metadata.resource_version = Some("9".into());
+        versioned.metadata.generation = Some(4);
+        let events: Vec<Result<watcher::Event<LVMVolumeGroupNodeStatus>, String>> = vec![
+            Ok(Init),
+            Ok(InitApply(status("u1", &["f"], &[]))),
+            Ok(InitDone),
+            // vg-manager reports a VG; resourceVersion and generation move: a report.
+            Ok(Apply(versioned)),
+            // The finalizer is dropped: the owner's business.
+            Ok(Apply(status("u1", &[], &["vg1"]))),
+            // A new object under a known name (new uid): not a report.
+            Ok(Apply(status("u2", &[], &["vg1"]))),
+            Ok(Apply(status("u2", &[], &["vg1", "vg2"]))),
+            Ok(Delete(status("u2", &[], &["vg1", "vg2"]))),
+            Err("watch failed".into()),
+        ];
+        route_reports(futures::stream::iter(events), Kind::NodeStatus, router).await;
+        use Change::*;
+        assert_eq!(
+            *seen.lock().unwrap(),
+            [
+                Object, Object, Object, Report, Object, Object, Report, Object
+            ]
+        );
     }
 }

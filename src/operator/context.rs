@@ -93,12 +93,23 @@ impl Ctx {
                     .into_iter()
                     .filter(|o| controlled_by(Some(o.owner_references()), cluster)),
             ),
-            Kind::NodeStatus => values(
-                c.node_statuses
-                    .state()
-                    .into_iter()
-                    .filter(|o| controlled_by(Some(o.owner_references()), cluster)),
-            ),
+            // The operator owns a node status's metadata only (vg-manager writes its spec):
+            // the planner gets just that, not 1000 nodes' reports re-encoded per pass.
+            Kind::NodeStatus => c
+                .node_statuses
+                .state()
+                .into_iter()
+                .filter(|o| controlled_by(Some(o.owner_references()), cluster))
+                .map(|o| {
+                    Ok(serde_json::json!({
+                        "apiVersion": <crate::api::LVMVolumeGroupNodeStatus as kube::Resource>::api_version(&()),
+                        "kind": <crate::api::LVMVolumeGroupNodeStatus as kube::Resource>::kind(&()),
+                        "metadata": serde_json::to_value(&o.metadata).map_err(|e| {
+                            lvms_actors::UnitError::retryable("CacheObjectUnreadable", e.to_string())
+                        })?,
+                    }))
+                })
+                .collect(),
             // No store: discovery found the API not served, so there are none of these.
             Kind::SnapshotClass => c
                 .snapshot_classes

@@ -90,9 +90,9 @@ pub async fn run(
         unit_names.iter().map(|n| (*n, Trigger::new())).collect();
     let router: Router = {
         let triggers = triggers.clone();
-        Arc::new(move |source, traceparent: Option<&str>| {
+        Arc::new(move |source, change, traceparent: Option<&str>| {
             for (name, t) in &triggers {
-                if wakes(source, name) {
+                if wakes(source, change, name) {
                     t.bump_traced(&format!("{source:?}"), traceparent);
                 }
             }
@@ -119,10 +119,13 @@ pub async fn run(
     let publisher = PublisherSlot::default();
     let status_trigger = triggers[status_projector::UNIT].clone();
     metrics.watch_journal(&journal);
+    let trimmer = crate::runtime::memory::Trimmer::default();
+    let _trimming = trimmer.spawn(Duration::from_millis(200));
     let on_pass: lvms_actors::PassHook = {
         let (publisher, metrics) = (publisher.clone(), metrics.clone());
         Arc::new(move |pass: &lvms_actors::PassReport<'_>| {
             metrics.pass(pass);
+            trimmer.mark();
             if !pass.journaled {
                 return;
             }

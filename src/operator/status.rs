@@ -280,6 +280,35 @@ pub fn fold_status(
         .map(|s| s.conditions.as_slice())
         .unwrap_or_default();
     let generation = cluster.metadata.generation;
+    // While the cluster is torn down its node statuses go away on purpose: the volume group
+    // picture stays as it was when deletion began (as LVMS, which stops updating status), and
+    // only ResourcesAvailable follows teardown. Re-folding would rewrite an O(nodes) status
+    // once per deleted node status.
+    let frozen = cluster
+        .metadata
+        .deletion_timestamp
+        .as_ref()
+        .and(cluster.status.as_ref())
+        .and_then(|s| {
+            let vgs = s
+                .conditions
+                .iter()
+                .find(|c| c.type_ == CONDITION_VOLUME_GROUPS_READY)?;
+            Some((vgs.clone(), s.device_class_statuses.clone()))
+        });
+    let (vgs_ready, classes) = match frozen {
+        Some(kept) => kept,
+        None => (
+            condition(
+                previous,
+                CONDITION_VOLUME_GROUPS_READY,
+                volume_groups_ready(cluster, world),
+                generation,
+                now,
+            ),
+            device_class_statuses(&world.node_statuses),
+        ),
+    };
     let ours = [
         condition(
             previous,
@@ -288,13 +317,7 @@ pub fn fold_status(
             generation,
             now,
         ),
-        condition(
-            previous,
-            CONDITION_VOLUME_GROUPS_READY,
-            volume_groups_ready(cluster, world),
-            generation,
-            now,
-        ),
+        vgs_ready,
     ];
     let state = fold_state(ours.iter().map(|c| c.reason.as_str()));
     let our_types: BTreeSet<&str> =
@@ -307,7 +330,7 @@ pub fn fold_status(
         ready: state == LVMStateType::Ready,
         state: Some(state),
         conditions: ours.into_iter().chain(foreign).collect(),
-        device_class_statuses: device_class_statuses(&world.node_statuses),
+        device_class_statuses: classes,
     }
 }
 
@@ -718,5 +741,41 @@ mod tests {
         assert_eq!(dcs[1].name, "vg2");
         assert_eq!(dcs[1].node_status[0].node, "n2");
         assert_eq!(dcs[1].node_status[0].vg_status.name, "vg2");
+    }
+
+    #[test]
+    fn teardown_keeps_the_volume_group_picture_and_follows_only_resources() {
+        let mut c = cluster(vec![class("vg1", None)]);
+        let w = world(
+            &["n1", "n2"],
+            vec![ns("n1", &[("vg1", READY)]), ns("n2", &[("vg1", READY)])],
+        );
+        let ready = fold_status(&c, &w, &all_ok(&w.capabilities), &time(100));
+        assert_eq!(ready.state, Some(Ready));
+        c.status = Some(ready.clone());
+        c.metadata.deletion_timestamp = Some(time(150));
+        // Node statuses going away one by one during teardown change nothing ...
+        let fewer = world(&["n1", "n2"], vec![ns("n2", &[("vg1", READY)])]);
+        let torn = fold_status(&c, &fewer, &all_ok(&w.capabilities), &time(200));
+        assert_eq!(torn, ready);
+        // ... while ResourcesAvailable still follows the units (teardown's errors).
+        let mut units = all_ok(&w.capabilities);
+        units.insert(
+            "lvmcluster".into(),
+            UnitHealth {
+                ok: false,
+                message: "deletion pending".into(),
+            },
+        );
+        let pending = fold_status(&c, &World::default(), &units, &time(300));
+        assert_eq!(pending.conditions[0].reason, REASON_RESOURCES_INCOMPLETE);
+        assert_eq!(pending.conditions[1], ready.conditions[1]);
+        assert_eq!(pending.device_class_statuses, ready.device_class_statuses);
+        assert_eq!(pending.state, Some(Progressing));
+        // Without a status to keep (deleted before the first write) it is folded as usual.
+        c.status = None;
+        let first = fold_status(&c, &fewer, &all_ok(&w.capabilities), &time(400));
+        assert_eq!(first.device_class_statuses.len(), 1);
+        assert_eq!(first.device_class_statuses[0].node_status.len(), 1);
     }
 }

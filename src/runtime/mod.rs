@@ -17,6 +17,7 @@ use ractor::{Actor, ActorRef};
 use tokio::task::JoinHandle;
 
 pub mod diagnostics;
+pub mod memory;
 
 use crate::telemetry::metrics::MetricsText;
 use diagnostics::ReadyCheck;

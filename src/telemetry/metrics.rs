@@ -145,6 +145,11 @@ impl Metrics {
             "Supervised actors restarted after they crashed, per child",
             restarts.clone(),
         );
+        registry.register(
+            "lvms_kube_api_requests",
+            "Requests sent to the Kubernetes API server, by verb and resource",
+            super::api_requests::API_REQUESTS.clone(),
+        );
         let journal: Arc<OnceLock<Arc<Journal>>> = Arc::default();
         registry.register_collector(Box::new(JournalGauges(journal.clone())));
         let node = (process == Process::VgManager).then(|| node_gauges(&mut registry));

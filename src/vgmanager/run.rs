@@ -70,7 +70,7 @@ pub async fn run(
     let router: crate::kube::caches::Router = {
         let (reg, vgs) = (registry_trigger.clone(), vg_triggers.clone());
         let node_status = report.changed.clone();
-        Arc::new(move |source, _traceparent: Option<&str>| {
+        Arc::new(move |source, _change, _traceparent: Option<&str>| {
             // This node's status matters only to the node-status unit: it writes into the
             // object the operator created (and stops when it is deleted). Its own writes come
             // back here too and find nothing to do.
@@ -137,14 +137,18 @@ pub async fn run(
         metrics: metrics.clone(),
     });
     let publisher = PublisherSlot::default();
+    let trimmer = crate::runtime::memory::Trimmer::default();
+    let _trimming = trimmer.spawn(Duration::from_millis(200));
     let wiring = UnitWiring {
         journal: journal.clone(),
         epoch: Arc::new(AtomicU64::new(0)),
         on_pass: {
             let (publisher, metrics) = (publisher.clone(), metrics.clone());
+            let trimmer = trimmer.clone();
             metrics.watch_journal(&journal);
             Arc::new(move |pass: &lvms_actors::PassReport<'_>| {
                 metrics.pass(pass);
+                trimmer.mark();
                 if pass.journaled {
                     publisher.poke();
                 }

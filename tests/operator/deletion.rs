@@ -136,5 +136,10 @@ async fn deletion_waits_for_pvcs_then_tears_everything_down() {
     .await
     .expect("LVMCluster gone after teardown");
     assert_no_duplicate_events(&s.events().await);
-    assert_eq!(open_intents(&s.journal_dir), 0);
+    assert_eq!(
+        open_intents(&s.journal_dir),
+        0,
+        "{:?}",
+        lvms_testkit::journal::open_intent_lines(&s.journal_dir)
+    );
 }

@@ -336,3 +336,87 @@ async fn a_second_cluster_or_one_elsewhere_is_failed_and_never_reconciled() {
     let l = vgs.list(&ListParams::default()).await.unwrap().items;
     assert!(l.iter().all(|v| v.owner_references()[0].name == "first"));
 }
+
+/// As LVMS: a node left out for an untolerated `node.kubernetes.io/not-ready` taint is not a
+/// silent exclusion. The valid nodes get their statuses, ResourcesAvailable names the node,
+/// and once the taint is lifted the node gets its status and the cluster is available.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_not_ready_node_is_reported_until_its_taint_is_lifted() {
+    let s = Scenario::new("op-not-ready").await;
+    let c = &s.client;
+    create_node(c, "node-a", false).await;
+    create_node(c, "node-b", false).await;
+    register_csi_node(c, "node-a", true).await;
+    register_csi_node(c, "node-b", true).await;
+    let nodes = Api::<k8s_openapi::api::core::v1::Node>::all(c.clone());
+    let not_ready = json!({"spec": {"taints": [
+        {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}
+    ]}});
+    nodes
+        .patch("node-b", &PatchParams::default(), &Patch::Merge(&not_ready))
+        .await
+        .unwrap();
+    let _op = s.operator(&[], &[]);
+    s.create_cluster(thin("my-lvmcluster")).await;
+
+    let statuses: Api<LVMVolumeGroupNodeStatus> = Api::namespaced(c.clone(), &s.ns.name);
+    let names = || async {
+        let mut n: Vec<String> = statuses
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .iter()
+            .map(|x| x.name_any())
+            .collect();
+        n.sort();
+        n
+    };
+    let message = eventually(T, || async {
+        let cluster = s.cluster("my-lvmcluster").await?;
+        cluster
+            .status?
+            .conditions
+            .iter()
+            .find(|k| k.type_ == "ResourcesAvailable" && k.status == "False")
+            .map(|k| k.message.clone())
+            .filter(|m| m.contains("node-b"))
+    })
+    .await
+    .expect("ResourcesAvailable=False naming node-b");
+    assert!(
+        message.contains("node node-b has a node.kubernetes.io/not-ready taint"),
+        "{message}"
+    );
+    assert_eq!(
+        names().await,
+        ["node-a"],
+        "only the valid node has a status"
+    );
+
+    // Kubelet reports Ready: the taint goes, the node gets its status, the error clears.
+    nodes
+        .patch(
+            "node-b",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"taints": null}})),
+        )
+        .await
+        .unwrap();
+    eventually(T, || async {
+        (names().await == ["node-a", "node-b"]).then_some(())
+    })
+    .await
+    .expect("node-b gets its node status");
+    eventually(T, || async {
+        let cluster = s.cluster("my-lvmcluster").await?;
+        cluster
+            .status?
+            .conditions
+            .iter()
+            .any(|k| k.type_ == "ResourcesAvailable" && k.status == "True")
+            .then_some(())
+    })
+    .await
+    .expect("ResourcesAvailable=True once no node is held back");
+}

@@ -126,4 +126,27 @@ async fn metrics_count_passes_journal_and_restarts() {
         0,
         "node gauges belong to vg-manager"
     );
+    // Its API requests, by verb and resource as the API server names them: the StorageClass
+    // was applied (a patch) and the caches were listed and watched.
+    assert!(
+        after
+            .value(
+                "lvms_kube_api_requests_total",
+                &[("verb", "patch"), ("resource", "storageclasses")]
+            )
+            .unwrap_or(0.0)
+            >= 1.0
+    );
+    for verb in ["list", "watch"] {
+        assert!(
+            after
+                .value(
+                    "lvms_kube_api_requests_total",
+                    &[("verb", verb), ("resource", "nodes")]
+                )
+                .unwrap_or(0.0)
+                >= 1.0,
+            "{verb} nodes"
+        );
+    }
 }

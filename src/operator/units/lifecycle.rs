@@ -9,12 +9,14 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::api::{Api, ListParams, Patch, PatchParams};
-use lvms_actors::{BatchStep, Done, EventNote, Pass, Replayed, StepSpec, Steps, Unit, UnitError};
+use lvms_actors::{
+    BatchStep, Done, EventNote, Pass, Replayed, StepSpec, Steps, Unit, UnitError, effect,
+};
 use lvms_journal::{Intent, ObjectRef};
 use serde_json::json;
 use tracing::info;
 
-use super::objects::delete_object;
+use super::objects::{delete_object, seen_metadata};
 use crate::api::{
     CONDITION_RESOURCES_AVAILABLE, LVMCLUSTER_FINALIZER, LVMCluster, LVMStateType,
     NODE_CLEANUP_FINALIZER_PREFIX,
@@ -278,9 +280,10 @@ impl LifecycleUnit {
                 }
                 continue;
             }
+            let client = &self.ctx.client;
             // Delete everything of this kind (plan against nothing desired): one durable append
             // for all the intents, the deletes side by side; then wait.
-            let client = &self.ctx.client;
+            let mut seen = seen_metadata(&current);
             let mut batch: Vec<BatchStep<'_>> = Vec::new();
             for step in plan(Vec::new(), &current) {
                 let Step::Delete { namespace, name } = step else {
@@ -296,18 +299,23 @@ impl LifecycleUnit {
                     },
                     ObjectAction::Delete,
                 );
+                let seen = seen.remove(&name);
                 batch.push((
                     spec,
-                    Box::pin(async move { delete_object(client, kind, &namespace, &name).await }),
+                    effect(move || async move {
+                        delete_object(client, kind, &namespace, &name, seen).await
+                    }),
                 ));
             }
+            let left = current.len();
+            // Not held while the deletes run: on a large cluster it is thousands of objects.
+            drop(current);
             steps
                 .run_all(batch, super::objects::WRITE_CONCURRENCY)
                 .await?;
-            info!(kind = %kind.kind(), left = current.len(), "teardown: waiting for deletion");
+            info!(kind = %kind.kind(), left, "teardown: waiting for deletion");
             return Ok(waiting(format!(
-                "teardown: waiting for {} {}(s) to be deleted",
-                current.len(),
+                "teardown: waiting for {left} {}(s) to be deleted",
                 kind.kind()
             )));
         }

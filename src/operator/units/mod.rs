@@ -8,6 +8,7 @@ pub mod objects;
 pub mod status_projector;
 pub mod table;
 
+use crate::kube::caches::Change;
 use crate::kube::discovery::Capabilities;
 use crate::kube::kinds::Kind;
 use table::UnitId;
@@ -20,6 +21,6 @@ pub fn object_units(capabilities: &Capabilities) -> Vec<(&'static str, Kind)> {
 }
 
 /// Does a change in `source` matter to the unit named `unit`? Unknown names: no.
-pub fn wakes(source: Kind, unit: &str) -> bool {
-    UnitId::from_name(unit).is_some_and(|u| u.woken_by(source))
+pub fn wakes(source: Kind, change: Change, unit: &str) -> bool {
+    UnitId::from_name(unit).is_some_and(|u| u.woken_by(source, change))
 }

@@ -4,7 +4,8 @@
 
 use std::sync::Arc;
 
-use lvms_actors::{BatchStep, Done, Pass, Replayed, StepSpec, Steps, Unit, UnitError};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use lvms_actors::{BatchStep, Done, Pass, Replayed, StepSpec, Steps, Unit, UnitError, effect};
 use lvms_journal::{Intent, ObjectRef};
 use serde_json::Value;
 use tracing::info;
@@ -16,7 +17,11 @@ use crate::kube::kinds::Kind;
 use crate::operator::actions::ObjectAction;
 use crate::operator::context::{Ctx, object_ref};
 use crate::operator::desired::daemonset::daemonset_ready;
+use crate::operator::nodes::valid_nodes_for_any_class;
 use crate::operator::plan::{Step, plan};
+
+/// The node-status unit's error when a node is left out for a not-ready taint.
+pub const REASON_NODE_SELECTION: &str = "NodeSelectionFailed";
 
 pub struct ObjectsUnit {
     pub name: &'static str,
@@ -54,32 +59,86 @@ fn target(kind: Kind, namespace: &str, name: &str, cluster: &LVMCluster) -> Obje
 
 /// Delete an object the operator owns. A node status keeps a delete-protection finalizer that
 /// the operator itself must drop first.
+/// `seen` is the object as the cache last saw it, if at hand: dropping the finalizer then
+/// needs no read first.
 pub async fn delete_object(
     client: &kube::Client,
     kind: Kind,
     namespace: &str,
     name: &str,
+    seen: Option<ObjectMeta>,
 ) -> Result<Done, UnitError> {
     if kind == Kind::NodeStatus {
-        apply::edit_finalizers(client, kind, namespace, name, |f| {
-            f.retain(|x| x != NODE_STATUS_FINALIZER)
-        })
-        .await?;
+        let edited =
+            apply::edit_finalizers_seen(client, kind, namespace, name, seen.as_ref(), |f| {
+                f.retain(|x| x != NODE_STATUS_FINALIZER)
+            })
+            .await?;
+        // Already marked deleted (by someone else): dropping the finalizer finished it.
+        if edited.facts.contains_key("deleting") || edited.facts.contains_key("gone") {
+            return Ok(edited);
+        }
     }
     apply::delete(client, kind, namespace, name).await
 }
 
+/// What a finalizer edit needs of the objects in `current` (cache JSON), by name: their
+/// finalizers and resourceVersion.
+pub fn seen_metadata(current: &[Value]) -> std::collections::HashMap<String, ObjectMeta> {
+    current
+        .iter()
+        .filter_map(|v| {
+            let meta = v.get("metadata")?;
+            let finalizers = meta.get("finalizers").and_then(|f| {
+                f.as_array()?
+                    .iter()
+                    .map(|x| x.as_str().map(str::to_owned))
+                    .collect::<Option<Vec<String>>>()
+            });
+            Some((
+                meta.get("name")?.as_str()?.to_owned(),
+                ObjectMeta {
+                    finalizers,
+                    resource_version: meta
+                        .get("resourceVersion")
+                        .and_then(Value::as_str)
+                        .map(str::to_owned),
+                    ..Default::default()
+                },
+            ))
+        })
+        .collect()
+}
+
 /// Object writes a unit keeps in flight at once (client-go's default QPS is 5 with bursts of
 /// 10; the API server's max-in-flight is 400: 8 keeps a pass quick without crowding others).
-pub(crate) const WRITE_CONCURRENCY: usize = 8;
+pub(crate) const WRITE_CONCURRENCY: usize = 16;
 
 impl ObjectsUnit {
-    async fn delete(&self, namespace: &str, name: &str) -> Result<Done, UnitError> {
-        delete_object(&self.ctx.client, self.kind, namespace, name).await
+    async fn delete(
+        &self,
+        namespace: &str,
+        name: &str,
+        seen: Option<ObjectMeta>,
+    ) -> Result<Done, UnitError> {
+        delete_object(&self.ctx.client, self.kind, namespace, name, seen).await
     }
 
     /// Wait conditions that are not errors of the unit itself but keep it from being done.
-    fn readiness(&self) -> Result<(), UnitError> {
+    fn readiness(&self, cluster: &LVMCluster) -> Result<(), UnitError> {
+        // As LVMS's node-status unit: the valid nodes got their statuses, and a node left out
+        // for an untolerated not-ready taint (or a selector that does not parse) fails the
+        // unit, so ResourcesAvailable says which node holds the cluster back.
+        if self.kind == Kind::NodeStatus {
+            let world = self.ctx.world();
+            let errors = valid_nodes_for_any_class(cluster, &world.nodes).errors;
+            if !errors.is_empty() {
+                return Err(UnitError::retryable(
+                    REASON_NODE_SELECTION,
+                    errors.join("; "),
+                ));
+            }
+        }
         if self.kind == Kind::DaemonSet {
             let ready = self
                 .ctx
@@ -126,6 +185,7 @@ impl Unit for ObjectsUnit {
         // The objects of one kind are independent: their intents go to the journal in one
         // durable append and the writes run side by side (a few at a time, as a client
         // should), instead of one fsync and one round trip after another.
+        let mut seen = seen_metadata(&current);
         let mut batch: Vec<BatchStep<'_>> = Vec::new();
         for step in plan(desired, &current) {
             match step {
@@ -146,12 +206,17 @@ impl Unit for ObjectsUnit {
                     let kind = self.kind;
                     batch.push((
                         spec,
-                        Box::pin(async move {
+                        effect(move || async move {
                             let mut object = object;
                             if kind == Kind::VolumeGroup {
                                 with_traceparent(&mut object);
                             }
-                            apply::apply(client, kind, &object).await
+                            // Node statuses: one per node, a fixed set of owned fields.
+                            if kind == Kind::NodeStatus && why == "create" {
+                                apply::create_or_apply(client, kind, &object).await
+                            } else {
+                                apply::apply(client, kind, &object).await
+                            }
                         }),
                     ));
                 }
@@ -161,15 +226,18 @@ impl Unit for ObjectsUnit {
                         target(self.kind, &namespace, &name, &cluster),
                         ObjectAction::Delete,
                     );
+                    let seen = seen.remove(&name);
                     batch.push((
                         spec,
-                        Box::pin(async move { self.delete(&namespace, &name).await }),
+                        effect(move || async move { self.delete(&namespace, &name, seen).await }),
                     ));
                 }
             }
         }
+        // Not held while the writes run: on a large cluster it is thousands of objects.
+        drop(current);
         steps.run_all(batch, WRITE_CONCURRENCY).await?;
-        self.readiness()?;
+        self.readiness(&cluster)?;
         Ok(Pass {
             // Stable text: a pass that changes nothing must not look like news to the journal.
             summary: format!("{wanted} {} in sync", self.kind.kind()),
@@ -220,7 +288,7 @@ impl Unit for ObjectsUnit {
             (ObjectAction::Delete, Some(_), _) => Ok(note(Replayed::Superseded)),
             (ObjectAction::Delete, None, None) => Ok(note(Replayed::AlreadyDone)),
             (ObjectAction::Delete, None, Some(_)) => {
-                self.delete(&o.namespace, &o.name).await?;
+                self.delete(&o.namespace, &o.name, None).await?;
                 Ok(note(Replayed::Redone))
             }
             (other, _, _) => Err(UnitError::permanent(

@@ -3,24 +3,86 @@
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube::api::{Api, Patch, PatchParams};
+use kube::Resource;
+use kube::api::{Patch, PatchParams};
 use lvms_actors::{Done, Pass, Replayed, Steps, Unit, UnitError, UnitHealth as HealthProjection};
 use lvms_journal::{Intent, PublishKind, Published, Seq};
-use serde_json::json;
 
-use crate::api::LVMCluster;
+use crate::api::{LVMCluster, LVMClusterStatus};
 use crate::kube::apply;
 use crate::operator::context::{Ctx, object_ref};
 use crate::operator::status::{UnitHealth, fold_status};
 
 pub const UNIT: &str = super::table::UnitId::Status.name();
 
+/// Never defer a status write longer than this, however slow the last one was.
+const MAX_DEFER: Duration = Duration::from_secs(2);
+
+/// The last status write: when it ended and how long it took.
+#[derive(Clone, Copy, Debug)]
+pub struct LastWrite {
+    pub ended: Instant,
+    pub took: Duration,
+}
+
+/// When to write `new` over `current`. State, readiness and conditions are written at once;
+/// a change only in deviceClassStatuses (one more node reporting) waits until as long after
+/// the last write as that write took: the status lists every node, so on a large cluster each
+/// write is expensive for the API server and for every watcher, and reports arriving
+/// meanwhile are folded into the next one. Writes then take at most half the time.
+pub fn write_after(
+    current: Option<&LVMClusterStatus>,
+    new: &LVMClusterStatus,
+    last: Option<LastWrite>,
+    now: Instant,
+) -> Option<Duration> {
+    let Some(current) = current else {
+        return Some(Duration::ZERO);
+    };
+    if current == new {
+        return None;
+    }
+    let urgent = current.state != new.state
+        || current.ready != new.ready
+        || current.conditions != new.conditions;
+    let wait = match last {
+        Some(l) if !urgent => (l.ended + l.took.min(MAX_DEFER)).saturating_duration_since(now),
+        _ => Duration::ZERO,
+    };
+    Some(wait)
+}
+
 pub struct StatusUnit {
     pub ctx: Arc<Ctx>,
     /// The projection, caught up incrementally from the journal tail.
     health: Mutex<(HealthProjection, Seq)>,
+    last_write: Mutex<Option<LastWrite>>,
+}
+
+/// `{"status": …}`, encoded straight to bytes (a JSON tree of a 1000-node status is ~10× its
+/// text).
+#[derive(serde::Serialize)]
+struct StatusPatch<'a> {
+    status: &'a LVMClusterStatus,
+}
+
+/// Merge-patches the status without decoding the reply: it is the whole object again (the
+/// status lists every node), which the watch delivers to the cache anyway.
+async fn patch_status_unread(
+    client: &kube::Client,
+    ns: &str,
+    name: &str,
+    body: &StatusPatch<'_>,
+) -> Result<(), kube::Error> {
+    let request = kube::core::Request::new(LVMCluster::url_path(&(), Some(ns)))
+        .patch_subresource("status", name, &PatchParams::default(), &Patch::Merge(body))
+        .map_err(kube::Error::BuildRequest)?;
+    client.request_text(request).await.map(drop)
 }
 
 impl StatusUnit {
@@ -28,6 +90,7 @@ impl StatusUnit {
         StatusUnit {
             ctx,
             health: Mutex::new((HealthProjection::default(), 0)),
+            last_write: Mutex::new(None),
         }
     }
 
@@ -83,21 +146,39 @@ impl Unit for StatusUnit {
             }
             _ => format!("status {state}"),
         };
-        if cluster.status.as_ref() == Some(&status) {
-            return Ok(Pass {
-                summary,
-                requeue_after: None,
-            });
+        let last = *self
+            .last_write
+            .lock()
+            .map_err(|_| UnitError::retryable("Internal", "last status write poisoned"))?;
+        match write_after(cluster.status.as_ref(), &status, last, Instant::now()) {
+            None => {
+                return Ok(Pass {
+                    summary,
+                    requeue_after: None,
+                });
+            }
+            // Deferred: the requeue (or an earlier wake-up) folds everything new by then.
+            Some(wait) if !wait.is_zero() => {
+                return Ok(Pass {
+                    summary,
+                    requeue_after: Some(wait),
+                });
+            }
+            Some(_) => {}
         }
         let ns = cluster.metadata.namespace.clone().unwrap_or_default();
         let name = cluster.metadata.name.clone().unwrap_or_default();
-        let api: Api<LVMCluster> = Api::namespaced(self.ctx.client.clone(), &ns);
         // A merge patch replaces lists wholesale, so conditions and class statuses are exact.
-        let body = json!({ "status": status });
-        match api
-            .patch_status(&name, &PatchParams::default(), &Patch::Merge(&body))
-            .await
-        {
+        let body = StatusPatch { status: &status };
+        let started = Instant::now();
+        let written = patch_status_unread(&self.ctx.client, &ns, &name, &body).await;
+        if let Ok(mut guard) = self.last_write.lock() {
+            *guard = Some(LastWrite {
+                ended: Instant::now(),
+                took: started.elapsed(),
+            });
+        }
+        match written {
             Ok(_) => {}
             // Gone (its finalizer was just removed): nothing to report on, a normal end.
             Err(kube::Error::Api(s)) if s.code == 404 => {
@@ -145,5 +226,73 @@ impl Unit for StatusUnit {
     async fn replay(&self, _intent: &Intent, _steps: &Steps) -> Result<Done, UnitError> {
         // Status is recomputed by every pass.
         Ok(Done::replayed(Replayed::Rechecked))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::{DeviceClassStatus, LVMStateType};
+
+    fn status(state: LVMStateType, classes: usize) -> LVMClusterStatus {
+        LVMClusterStatus {
+            state: Some(state),
+            ready: state == LVMStateType::Ready,
+            conditions: vec![],
+            device_class_statuses: (0..classes)
+                .map(|i| DeviceClassStatus {
+                    name: format!("vg{i}"),
+                    node_status: vec![],
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn only_node_details_wait_as_long_as_the_last_write_took() {
+        let now = Instant::now();
+        let slow = Some(LastWrite {
+            ended: now - Duration::from_millis(100),
+            took: Duration::from_millis(300),
+        });
+        let cur = status(LVMStateType::Progressing, 1);
+        // Nothing changed: no write at all.
+        assert_eq!(write_after(Some(&cur), &cur.clone(), slow, now), None);
+        // Never written, or the first write: at once.
+        assert_eq!(write_after(None, &cur, slow, now), Some(Duration::ZERO));
+        let more = status(LVMStateType::Progressing, 2);
+        assert_eq!(
+            write_after(Some(&cur), &more, None, now),
+            Some(Duration::ZERO)
+        );
+        // Node details only: the rest of the last write's duration.
+        assert_eq!(
+            write_after(Some(&cur), &more, slow, now),
+            Some(Duration::from_millis(200))
+        );
+        // Long enough ago: at once.
+        let long_ago = Some(LastWrite {
+            ended: now - Duration::from_secs(1),
+            took: Duration::from_millis(300),
+        });
+        assert_eq!(
+            write_after(Some(&cur), &more, long_ago, now),
+            Some(Duration::ZERO)
+        );
+        // A state change (e.g. Ready) never waits.
+        let ready = status(LVMStateType::Ready, 2);
+        assert_eq!(
+            write_after(Some(&cur), &ready, slow, now),
+            Some(Duration::ZERO)
+        );
+        // However slow the last write, the wait is bounded.
+        let very_slow = Some(LastWrite {
+            ended: now,
+            took: Duration::from_secs(60),
+        });
+        assert_eq!(
+            write_after(Some(&cur), &more, very_slow, now),
+            Some(MAX_DEFER)
+        );
     }
 }

@@ -2,6 +2,7 @@
 //! watch sources that wake it, the API it needs, whether ResourcesAvailable waits for it, and
 //! where it stands in teardown. Adding a unit is adding a row here.
 
+use crate::kube::caches::Change;
 use crate::kube::discovery::Capabilities;
 use crate::kube::kinds::Kind;
 
@@ -146,9 +147,16 @@ impl UnitId {
         }
     }
 
+    /// Whether the unit reads what vg-manager reports into node statuses (their spec); the
+    /// others are not woken by a report, only by a node status created, deleted or relabelled.
+    pub const fn reads_reports(self) -> bool {
+        matches!(self, UnitId::Status)
+    }
+
     /// Does a change in `source` matter to this unit?
-    pub fn woken_by(self, source: Kind) -> bool {
-        source == Kind::LvmCluster || self.watches().is_none_or(|w| w.contains(&source))
+    pub fn woken_by(self, source: Kind, change: Change) -> bool {
+        (source == Kind::LvmCluster || self.watches().is_none_or(|w| w.contains(&source)))
+            && (change == Change::Object || self.reads_reports())
     }
 }
 
@@ -207,11 +215,24 @@ mod tests {
 
     #[test]
     fn routing_is_narrow_but_the_cluster_wakes_everyone() {
-        assert!(UnitId::StorageClasses.woken_by(Kind::LvmCluster));
-        assert!(UnitId::StorageClasses.woken_by(Kind::StorageClass));
-        assert!(!UnitId::StorageClasses.woken_by(Kind::Node));
-        assert!(UnitId::NodeStatuses.woken_by(Kind::Node));
-        assert!(UnitId::Status.woken_by(Kind::NodeStatus));
-        assert!(UnitId::Lifecycle.woken_by(Kind::CsiNode));
+        use Change::Object;
+        assert!(UnitId::StorageClasses.woken_by(Kind::LvmCluster, Object));
+        assert!(UnitId::StorageClasses.woken_by(Kind::StorageClass, Object));
+        assert!(!UnitId::StorageClasses.woken_by(Kind::Node, Object));
+        assert!(UnitId::NodeStatuses.woken_by(Kind::Node, Object));
+        assert!(UnitId::Status.woken_by(Kind::NodeStatus, Object));
+        assert!(UnitId::Lifecycle.woken_by(Kind::CsiNode, Object));
+    }
+
+    #[test]
+    fn a_node_report_wakes_only_the_units_that_read_it() {
+        let woken: Vec<UnitId> = UnitId::ALL
+            .into_iter()
+            .filter(|u| u.woken_by(Kind::NodeStatus, Change::Report))
+            .collect();
+        assert_eq!(woken, [UnitId::Status]);
+        // A node status created, deleted or relabelled still wakes its writer and lifecycle.
+        assert!(UnitId::NodeStatuses.woken_by(Kind::NodeStatus, Change::Object));
+        assert!(UnitId::Lifecycle.woken_by(Kind::NodeStatus, Change::Object));
     }
 }
