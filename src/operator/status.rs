@@ -274,39 +274,54 @@ pub fn fold_status(
     units: &BTreeMap<String, UnitHealth>,
     now: &Time,
 ) -> LVMClusterStatus {
+    with_device_classes(fold_head(cluster, world, units, now), cluster, world)
+}
+
+/// While the cluster is torn down its node statuses go away on purpose: the volume group
+/// picture stays as it was when deletion began (as LVMS, which stops updating status), and only
+/// ResourcesAvailable follows teardown. Re-folding would rewrite an O(nodes) status once per
+/// deleted node status.
+fn frozen(cluster: &LVMCluster) -> Option<&LVMClusterStatus> {
+    cluster
+        .metadata
+        .deletion_timestamp
+        .as_ref()
+        .and(cluster.status.as_ref())
+        .filter(|s| {
+            s.conditions
+                .iter()
+                .any(|c| c.type_ == CONDITION_VOLUME_GROUPS_READY)
+        })
+}
+
+/// The status without deviceClassStatuses (left empty): state, readiness and conditions. It
+/// says whether a status write is urgent without building the per-node part.
+pub fn fold_head(
+    cluster: &LVMCluster,
+    world: &World,
+    units: &BTreeMap<String, UnitHealth>,
+    now: &Time,
+) -> LVMClusterStatus {
     let previous = cluster
         .status
         .as_ref()
         .map(|s| s.conditions.as_slice())
         .unwrap_or_default();
     let generation = cluster.metadata.generation;
-    // While the cluster is torn down its node statuses go away on purpose: the volume group
-    // picture stays as it was when deletion began (as LVMS, which stops updating status), and
-    // only ResourcesAvailable follows teardown. Re-folding would rewrite an O(nodes) status
-    // once per deleted node status.
-    let frozen = cluster
-        .metadata
-        .deletion_timestamp
-        .as_ref()
-        .and(cluster.status.as_ref())
-        .and_then(|s| {
-            let vgs = s
-                .conditions
-                .iter()
-                .find(|c| c.type_ == CONDITION_VOLUME_GROUPS_READY)?;
-            Some((vgs.clone(), s.device_class_statuses.clone()))
-        });
-    let (vgs_ready, classes) = match frozen {
+    let kept = frozen(cluster).and_then(|s| {
+        s.conditions
+            .iter()
+            .find(|c| c.type_ == CONDITION_VOLUME_GROUPS_READY)
+            .cloned()
+    });
+    let vgs_ready = match kept {
         Some(kept) => kept,
-        None => (
-            condition(
-                previous,
-                CONDITION_VOLUME_GROUPS_READY,
-                volume_groups_ready(cluster, world),
-                generation,
-                now,
-            ),
-            device_class_statuses(&world.node_statuses),
+        None => condition(
+            previous,
+            CONDITION_VOLUME_GROUPS_READY,
+            volume_groups_ready(cluster, world),
+            generation,
+            now,
         ),
     };
     let ours = [
@@ -330,8 +345,22 @@ pub fn fold_status(
         ready: state == LVMStateType::Ready,
         state: Some(state),
         conditions: ours.into_iter().chain(foreign).collect(),
-        device_class_statuses: classes,
+        device_class_statuses: Vec::new(),
     }
+}
+
+/// `head` with its deviceClassStatuses: every node's report, or during teardown the ones
+/// kept from when deletion began.
+pub fn with_device_classes(
+    mut head: LVMClusterStatus,
+    cluster: &LVMCluster,
+    world: &World,
+) -> LVMClusterStatus {
+    head.device_class_statuses = match frozen(cluster) {
+        Some(s) => s.device_class_statuses.clone(),
+        None => device_class_statuses(&world.node_statuses),
+    };
+    head
 }
 
 #[cfg(test)]

@@ -16,7 +16,7 @@ use lvms_journal::{Intent, PublishKind, Published, Seq};
 use crate::api::{LVMCluster, LVMClusterStatus};
 use crate::kube::apply;
 use crate::operator::context::{Ctx, object_ref};
-use crate::operator::status::{UnitHealth, fold_status};
+use crate::operator::status::{UnitHealth, fold_head, with_device_classes};
 
 pub const UNIT: &str = super::table::UnitId::Status.name();
 
@@ -30,31 +30,26 @@ pub struct LastWrite {
     pub took: Duration,
 }
 
-/// When to write `new` over `current`. State, readiness and conditions are written at once;
-/// a change only in deviceClassStatuses (one more node reporting) waits until as long after
-/// the last write as that write took: the status lists every node, so on a large cluster each
-/// write is expensive for the API server and for every watcher, and reports arriving
-/// meanwhile are folded into the next one. Writes then take at most half the time.
-pub fn write_after(
+/// How long to put off a status write, from the new status's head (state, readiness,
+/// conditions; see `fold_head`). A change there is written at once; otherwise only
+/// deviceClassStatuses can have changed (one more node reporting), and that waits until as long
+/// after the last write as that write took: the status lists every node, so on a large cluster
+/// each write is expensive for the API server and for every watcher, and reports arriving
+/// meanwhile are folded into the next one. Writes then take at most half the time, and a
+/// deferred pass does not even build the per-node part.
+pub fn defer_for(
     current: Option<&LVMClusterStatus>,
-    new: &LVMClusterStatus,
+    head: &LVMClusterStatus,
     last: Option<LastWrite>,
     now: Instant,
-) -> Option<Duration> {
-    let Some(current) = current else {
-        return Some(Duration::ZERO);
-    };
-    if current == new {
-        return None;
-    }
-    let urgent = current.state != new.state
-        || current.ready != new.ready
-        || current.conditions != new.conditions;
-    let wait = match last {
+) -> Duration {
+    let urgent = current.is_none_or(|c| {
+        c.state != head.state || c.ready != head.ready || c.conditions != head.conditions
+    });
+    match last {
         Some(l) if !urgent => (l.ended + l.took.min(MAX_DEFER)).saturating_duration_since(now),
         _ => Duration::ZERO,
-    };
-    Some(wait)
+    }
 }
 
 pub struct StatusUnit {
@@ -133,14 +128,14 @@ impl Unit for StatusUnit {
         let units = self.unit_health(steps)?;
         let world = self.ctx.world();
         let now = Time(k8s_openapi::jiff::Timestamp::now());
-        let status = fold_status(&cluster, &world, &units, &now);
-        let state = status
+        let head = fold_head(&cluster, &world, &units, &now);
+        let state = head
             .state
             .map(|s| format!("{s:?}"))
             .unwrap_or_else(|| "Unknown".into());
         // Ready names its generation: reaching Ready again after an edit is a new outcome, and
         // the one success Event of that reconcile (events::event_for).
-        let summary = match status.state {
+        let summary = match head.state {
             Some(crate::api::LVMStateType::Ready) => {
                 super::events::ready_summary(cluster.metadata.generation.unwrap_or_default())
             }
@@ -150,21 +145,20 @@ impl Unit for StatusUnit {
             .last_write
             .lock()
             .map_err(|_| UnitError::retryable("Internal", "last status write poisoned"))?;
-        match write_after(cluster.status.as_ref(), &status, last, Instant::now()) {
-            None => {
-                return Ok(Pass {
-                    summary,
-                    requeue_after: None,
-                });
-            }
-            // Deferred: the requeue (or an earlier wake-up) folds everything new by then.
-            Some(wait) if !wait.is_zero() => {
-                return Ok(Pass {
-                    summary,
-                    requeue_after: Some(wait),
-                });
-            }
-            Some(_) => {}
+        // Deferred: the requeue (or an earlier wake-up) folds everything new by then.
+        let wait = defer_for(cluster.status.as_ref(), &head, last, Instant::now());
+        if !wait.is_zero() {
+            return Ok(Pass {
+                summary,
+                requeue_after: Some(wait),
+            });
+        }
+        let status = with_device_classes(head, &cluster, &world);
+        if cluster.status.as_ref() == Some(&status) {
+            return Ok(Pass {
+                summary,
+                requeue_after: None,
+            });
         }
         let ns = cluster.metadata.namespace.clone().unwrap_or_default();
         let name = cluster.metadata.name.clone().unwrap_or_default();
@@ -256,19 +250,15 @@ mod tests {
             took: Duration::from_millis(300),
         });
         let cur = status(LVMStateType::Progressing, 1);
-        // Nothing changed: no write at all.
-        assert_eq!(write_after(Some(&cur), &cur.clone(), slow, now), None);
-        // Never written, or the first write: at once.
-        assert_eq!(write_after(None, &cur, slow, now), Some(Duration::ZERO));
-        let more = status(LVMStateType::Progressing, 2);
+        // Heads carry no per-node part; the current status has one class.
+        let same_head = status(LVMStateType::Progressing, 0);
+        // Never written, or nothing written yet by this process: at once.
+        assert_eq!(defer_for(None, &same_head, slow, now), Duration::ZERO);
+        assert_eq!(defer_for(Some(&cur), &same_head, None, now), Duration::ZERO);
+        // Same head (only node details may differ): the rest of the last write's duration.
         assert_eq!(
-            write_after(Some(&cur), &more, None, now),
-            Some(Duration::ZERO)
-        );
-        // Node details only: the rest of the last write's duration.
-        assert_eq!(
-            write_after(Some(&cur), &more, slow, now),
-            Some(Duration::from_millis(200))
+            defer_for(Some(&cur), &same_head, slow, now),
+            Duration::from_millis(200)
         );
         // Long enough ago: at once.
         let long_ago = Some(LastWrite {
@@ -276,23 +266,17 @@ mod tests {
             took: Duration::from_millis(300),
         });
         assert_eq!(
-            write_after(Some(&cur), &more, long_ago, now),
-            Some(Duration::ZERO)
+            defer_for(Some(&cur), &same_head, long_ago, now),
+            Duration::ZERO
         );
         // A state change (e.g. Ready) never waits.
-        let ready = status(LVMStateType::Ready, 2);
-        assert_eq!(
-            write_after(Some(&cur), &ready, slow, now),
-            Some(Duration::ZERO)
-        );
+        let ready = status(LVMStateType::Ready, 0);
+        assert_eq!(defer_for(Some(&cur), &ready, slow, now), Duration::ZERO);
         // However slow the last write, the wait is bounded.
         let very_slow = Some(LastWrite {
             ended: now,
             took: Duration::from_secs(60),
         });
-        assert_eq!(
-            write_after(Some(&cur), &more, very_slow, now),
-            Some(MAX_DEFER)
-        );
+        assert_eq!(defer_for(Some(&cur), &same_head, very_slow, now), MAX_DEFER);
     }
 }
