@@ -17,6 +17,20 @@ use lvms_testkit::{Scenario, TestNs, eventually};
 
 const T: Duration = Duration::from_secs(30);
 
+/// The names of the node statuses there are, sorted.
+async fn sorted_names(api: &Api<LVMVolumeGroupNodeStatus>) -> Vec<String> {
+    let mut n: Vec<String> = api
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .map(|x| x.name_any())
+        .collect();
+    n.sort();
+    n
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn create_yields_the_lvms_object_set_and_status_follows_node_statuses() {
     let s = Scenario::new("op-create").await;
@@ -129,15 +143,7 @@ async fn create_yields_the_lvms_object_set_and_status_follows_node_statuses() {
     // Node statuses for the two valid nodes only (the tainted one is not tolerated).
     let nss: Api<LVMVolumeGroupNodeStatus> = Api::namespaced(c.clone(), &s.ns.name);
     let names = eventually(T, || async {
-        let mut n: Vec<String> = nss
-            .list(&ListParams::default())
-            .await
-            .unwrap()
-            .items
-            .iter()
-            .map(|x| x.name_any())
-            .collect();
-        n.sort();
+        let n = sorted_names(&nss).await;
         (n.len() == 2).then_some(n)
     })
     .await
@@ -360,18 +366,7 @@ async fn a_not_ready_node_is_reported_until_its_taint_is_lifted() {
     s.create_cluster(thin("my-lvmcluster")).await;
 
     let statuses: Api<LVMVolumeGroupNodeStatus> = Api::namespaced(c.clone(), &s.ns.name);
-    let names = || async {
-        let mut n: Vec<String> = statuses
-            .list(&ListParams::default())
-            .await
-            .unwrap()
-            .items
-            .iter()
-            .map(|x| x.name_any())
-            .collect();
-        n.sort();
-        n
-    };
+    let names = || sorted_names(&statuses);
     let message = eventually(T, || async {
         let cluster = s.cluster("my-lvmcluster").await?;
         cluster
