@@ -325,12 +325,7 @@ impl Steps {
         concurrency: usize,
     ) -> Result<(), UnitError> {
         use futures::StreamExt;
-        let mut chunks: Vec<Vec<BatchStep<'a>>> = Vec::new();
         let mut steps = steps.into_iter().peekable();
-        while steps.peek().is_some() {
-            chunks.push(steps.by_ref().take(BATCH_CHUNK).collect());
-        }
-        let mut chunks = chunks.into_iter();
         let mut ready = std::collections::VecDeque::new();
         let mut in_flight = futures::stream::FuturesUnordered::new();
         let mut first = Ok(());
@@ -339,7 +334,8 @@ impl Steps {
             while in_flight.len() < concurrency.max(1) {
                 if let Some(run) = ready.pop_front() {
                     in_flight.push(run);
-                } else if let Some(chunk) = chunks.next() {
+                } else if steps.peek().is_some() {
+                    let chunk = steps.by_ref().take(BATCH_CHUNK).collect();
                     ready.extend(self.durable_chunk(chunk));
                 } else {
                     break;

@@ -1,7 +1,6 @@
 //! Writes: server-side apply (field manager `lvms-operator`, force), delete, finalizer edits.
 //! Every function is one side effect, called from inside a journaled step.
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
 use kube::{Client, Error};
 use lvms_actors::{Done, UnitError};
@@ -124,27 +123,24 @@ pub async fn edit_finalizers(
     edit_finalizers_seen(client, kind, namespace, name, None, edit).await
 }
 
-/// [`edit_finalizers`], first trying the object as a cache last saw it (finalizers and
-/// resourceVersion), which saves a read per object when many are edited; a stale view only
-/// costs the conflict and the usual re-read.
+/// [`edit_finalizers`], first trying the finalizers a cache last saw, which saves a read per
+/// object when many are edited; a stale view only costs the failed guard and the usual re-read.
 pub async fn edit_finalizers_seen(
     client: &Client,
     kind: Kind,
     namespace: &str,
     name: &str,
-    seen: Option<&ObjectMeta>,
+    seen: Option<&[String]>,
     edit: impl Fn(&mut Vec<String>),
 ) -> Result<Done, UnitError> {
     let api = api(client, kind, namespace);
     let what = format!("finalizers of {} {name}", kind.kind());
     // Only a view that needs a change is worth trying unread.
-    let mut seen = seen
-        .map(|m| m.finalizers.clone().unwrap_or_default())
-        .filter(|before| {
-            let mut after = before.clone();
-            edit(&mut after);
-            after != *before && !before.is_empty()
-        });
+    let mut seen = seen.map(<[String]>::to_vec).filter(|before| {
+        let mut after = before.clone();
+        edit(&mut after);
+        after != *before && !before.is_empty()
+    });
     let mut attempt = 0;
     loop {
         attempt += 1;

@@ -35,6 +35,23 @@ fn values<T: Serialize>(
     .collect()
 }
 
+/// Like [`values`], but each object as `{apiVersion, kind, metadata}` only.
+fn metadata_values<K: kube::Resource<DynamicType = ()>>(
+    objs: impl Iterator<Item = Arc<K>>,
+) -> Result<Vec<Value>, lvms_actors::UnitError> {
+    objs.map(|o| {
+        let metadata = serde_json::to_value(o.meta()).map_err(|e| {
+            lvms_actors::UnitError::retryable("CacheObjectUnreadable", e.to_string())
+        })?;
+        Ok(serde_json::json!({
+            "apiVersion": K::api_version(&()),
+            "kind": K::kind(&()),
+            "metadata": metadata,
+        }))
+    })
+    .collect()
+}
+
 impl Ctx {
     pub fn selection(&self) -> Selection {
         select(&self.caches.clusters.state(), &self.settings.namespace)
@@ -95,21 +112,12 @@ impl Ctx {
             ),
             // The operator owns a node status's metadata only (vg-manager writes its spec):
             // the planner gets just that, not 1000 nodes' reports re-encoded per pass.
-            Kind::NodeStatus => c
-                .node_statuses
-                .state()
-                .into_iter()
-                .filter(|o| controlled_by(Some(o.owner_references()), cluster))
-                .map(|o| {
-                    Ok(serde_json::json!({
-                        "apiVersion": <crate::api::LVMVolumeGroupNodeStatus as kube::Resource>::api_version(&()),
-                        "kind": <crate::api::LVMVolumeGroupNodeStatus as kube::Resource>::kind(&()),
-                        "metadata": serde_json::to_value(&o.metadata).map_err(|e| {
-                            lvms_actors::UnitError::retryable("CacheObjectUnreadable", e.to_string())
-                        })?,
-                    }))
-                })
-                .collect(),
+            Kind::NodeStatus => metadata_values(
+                c.node_statuses
+                    .state()
+                    .into_iter()
+                    .filter(|o| controlled_by(Some(o.owner_references()), cluster)),
+            ),
             // No store: discovery found the API not served, so there are none of these.
             Kind::SnapshotClass => c
                 .snapshot_classes

@@ -144,7 +144,6 @@ pub async fn run(
         epoch: Arc::new(AtomicU64::new(0)),
         on_pass: {
             let (publisher, metrics) = (publisher.clone(), metrics.clone());
-            let trimmer = trimmer.clone();
             metrics.watch_journal(&journal);
             Arc::new(move |pass: &lvms_actors::PassReport<'_>| {
                 metrics.pass(pass);

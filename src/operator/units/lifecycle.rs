@@ -16,7 +16,7 @@ use lvms_journal::{Intent, ObjectRef};
 use serde_json::json;
 use tracing::info;
 
-use super::objects::{delete_object, seen_metadata};
+use super::objects::{delete_object, seen_finalizers};
 use crate::api::{
     CONDITION_RESOURCES_AVAILABLE, LVMCLUSTER_FINALIZER, LVMCluster, LVMStateType,
     NODE_CLEANUP_FINALIZER_PREFIX,
@@ -283,7 +283,7 @@ impl LifecycleUnit {
             let client = &self.ctx.client;
             // Delete everything of this kind (plan against nothing desired): one durable append
             // for all the intents, the deletes side by side; then wait.
-            let mut seen = seen_metadata(&current);
+            let mut seen = seen_finalizers(&current);
             let mut batch: Vec<BatchStep<'_>> = Vec::new();
             for step in plan(Vec::new(), &current) {
                 let Step::Delete { namespace, name } = step else {

@@ -4,7 +4,6 @@
 
 use std::sync::Arc;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use lvms_actors::{BatchStep, Done, Pass, Replayed, StepSpec, Steps, Unit, UnitError, effect};
 use lvms_journal::{Intent, ObjectRef};
 use serde_json::Value;
@@ -58,19 +57,18 @@ fn target(kind: Kind, namespace: &str, name: &str, cluster: &LVMCluster) -> Obje
 }
 
 /// Delete an object the operator owns. A node status keeps a delete-protection finalizer that
-/// the operator itself must drop first.
-/// `seen` is the object as the cache last saw it, if at hand: dropping the finalizer then
-/// needs no read first.
+/// the operator itself must drop first; `seen` is its finalizers as the cache last saw them, if
+/// at hand, so that needs no read first.
 pub async fn delete_object(
     client: &kube::Client,
     kind: Kind,
     namespace: &str,
     name: &str,
-    seen: Option<ObjectMeta>,
+    seen: Option<Vec<String>>,
 ) -> Result<Done, UnitError> {
     if kind == Kind::NodeStatus {
         let edited =
-            apply::edit_finalizers_seen(client, kind, namespace, name, seen.as_ref(), |f| {
+            apply::edit_finalizers_seen(client, kind, namespace, name, seen.as_deref(), |f| {
                 f.retain(|x| x != NODE_STATUS_FINALIZER)
             })
             .await?;
@@ -82,30 +80,22 @@ pub async fn delete_object(
     apply::delete(client, kind, namespace, name).await
 }
 
-/// What a finalizer edit needs of the objects in `current` (cache JSON), by name: their
-/// finalizers and resourceVersion.
-pub fn seen_metadata(current: &[Value]) -> std::collections::HashMap<String, ObjectMeta> {
+/// The finalizers of the objects in `current` (cache JSON), by name.
+pub fn seen_finalizers(current: &[Value]) -> std::collections::HashMap<String, Vec<String>> {
     current
         .iter()
         .filter_map(|v| {
             let meta = v.get("metadata")?;
-            let finalizers = meta.get("finalizers").and_then(|f| {
-                f.as_array()?
-                    .iter()
-                    .map(|x| x.as_str().map(str::to_owned))
-                    .collect::<Option<Vec<String>>>()
-            });
-            Some((
-                meta.get("name")?.as_str()?.to_owned(),
-                ObjectMeta {
-                    finalizers,
-                    resource_version: meta
-                        .get("resourceVersion")
-                        .and_then(Value::as_str)
-                        .map(str::to_owned),
-                    ..Default::default()
-                },
-            ))
+            let finalizers = meta
+                .get("finalizers")
+                .and_then(Value::as_array)
+                .map(|f| {
+                    f.iter()
+                        .filter_map(|x| Some(x.as_str()?.to_owned()))
+                        .collect()
+                })
+                .unwrap_or_default();
+            Some((meta.get("name")?.as_str()?.to_owned(), finalizers))
         })
         .collect()
 }
@@ -119,7 +109,7 @@ impl ObjectsUnit {
         &self,
         namespace: &str,
         name: &str,
-        seen: Option<ObjectMeta>,
+        seen: Option<Vec<String>>,
     ) -> Result<Done, UnitError> {
         delete_object(&self.ctx.client, self.kind, namespace, name, seen).await
     }
@@ -185,7 +175,7 @@ impl Unit for ObjectsUnit {
         // The objects of one kind are independent: their intents go to the journal in one
         // durable append and the writes run side by side (a few at a time, as a client
         // should), instead of one fsync and one round trip after another.
-        let mut seen = seen_metadata(&current);
+        let mut seen = seen_finalizers(&current);
         let mut batch: Vec<BatchStep<'_>> = Vec::new();
         for step in plan(desired, &current) {
             match step {
