@@ -10,10 +10,12 @@ use crate::record::Record;
 
 /// Current on-disk format version, written in every frame and in the journal meta.
 /// 2: intents and outcomes carry `regarding`. 3: intents carry `args`, outcomes a typed
-/// report ([`Done`](crate::Done)), and the never-written `observed` kind is gone. Frames of
+/// report ([`Done`](crate::Done)), and the never-written `observed` kind is gone. 4: same
+/// records as 3; the journal keeps an object index from `Mobject_index_from` on, which an
+/// older release would not maintain, so it must refuse the journal. Frames of
 /// every earlier version still decode (`legacy`), so a journal written by an older release
 /// opens, verifies and replays.
-pub const FORMAT_VERSION: u8 = 3;
+pub const FORMAT_VERSION: u8 = 4;
 
 /// The oldest format this release reads.
 pub const OLDEST_READABLE_FORMAT: u8 = 1;

@@ -16,4 +16,15 @@ pub(crate) fn stage(record: &Record, batch: &mut Batch) {
         Body::Published(p) => batch.insert(keys::str_key(keys::PUBLISHED, &p.dedupe_key), seq),
         Body::Snapshot(s) => batch.insert(keys::str_key(keys::SNAPSHOT, &s.projection), seq),
     }
+    if let Some(key) = object_key(record) {
+        batch.insert(key, Vec::new());
+    }
+}
+
+/// The object index entry of a record, if it is about an object.
+pub(crate) fn object_key(record: &Record) -> Option<Vec<u8>> {
+    record.object().map(|o| {
+        let hash = keys::object_hash(&o.kind, &o.namespace, &o.name);
+        keys::object_key(hash, record.seq)
+    })
 }

@@ -121,6 +121,9 @@ pub struct Journal {
     cfg: JournalConfig,
     path: PathBuf,
     observer: OnceLock<AppendObserver>,
+    /// Records from this seq on are in the object index; older ones (written before format 4)
+    /// are found by scanning.
+    object_index_from: Seq,
     _copy: Option<tempfile::TempDir>,
 }
 
@@ -238,6 +241,24 @@ impl Journal {
             }
         }
         let next_seq = Self::derive_next_seq(store.as_ref())?;
+        let object_index_from = match meta_u64(
+            store.as_ref(),
+            keys::META_OBJECT_INDEX_FROM,
+            "object_index_from",
+        )? {
+            Some(from) => from,
+            None => {
+                // First open by a release that keeps the object index: it covers what comes next.
+                let mut b = Batch::default();
+                b.insert(
+                    keys::META_OBJECT_INDEX_FROM,
+                    next_seq.to_be_bytes().to_vec(),
+                );
+                store.apply(b)?;
+                store.flush()?;
+                next_seq
+            }
+        };
         let epoch = meta_u64(store.as_ref(), keys::META_EPOCH, "lease_epoch")?.unwrap_or(0);
         Ok(Self {
             store,
@@ -258,6 +279,7 @@ impl Journal {
             cfg,
             path,
             observer: OnceLock::new(),
+            object_index_from,
             _copy: copy,
         })
     }
@@ -692,6 +714,11 @@ impl Journal {
             reason: format!("index entry {key:?} is malformed"),
         })?;
         self.get(seq)
+    }
+
+    /// The first seq the object index covers.
+    pub fn object_index_from(&self) -> Seq {
+        self.object_index_from
     }
 
     pub fn size_on_disk(&self) -> Result<u64> {

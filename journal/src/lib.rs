@@ -4,7 +4,7 @@
 //! * [`Journal`] appends framed, checksummed records (see [`codec`]) to sled behind the
 //!   [`store::Store`] trait. [`Journal::append_intent`] is write-ahead: it returns after a flush.
 //! * Indexes (open intents, last Published per dedupe key, latest snapshot per projection,
-//!   intent per idempotency key) are written in the same atomic batch as their record.
+//!   intent per idempotency key, records per object) are written in the same atomic batch as their record.
 //! * [`Projection`]s fold records into state; [`Journal::rebuild`] = latest snapshot + tail.
 //! * [`Journal::compact`] applies [`Retention`]; [`Journal::verify`] reports corrupt records,
 //!   seq gaps and index disagreements; [`render`] formats query results for the CLI.
@@ -15,6 +15,7 @@ mod index;
 mod journal;
 mod keys;
 mod legacy;
+mod object_index;
 mod projection;
 mod record;
 pub mod render;

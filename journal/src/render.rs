@@ -75,6 +75,16 @@ impl FromStr for ObjectFilter {
     }
 }
 
+impl std::fmt::Display for ObjectFilter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.namespace.is_empty() {
+            write!(f, "{}/{}", self.kind, self.name)
+        } else {
+            write!(f, "{}/{}/{}", self.kind, self.namespace, self.name)
+        }
+    }
+}
+
 impl ObjectFilter {
     pub fn matches(&self, o: &ObjectRef) -> bool {
         o.kind.eq_ignore_ascii_case(&self.kind)
@@ -84,7 +94,9 @@ impl ObjectFilter {
 }
 
 /// What `inspect` selects. All set conditions must hold. Corrupt records always pass (their
-/// fields are unknown and hiding them would hide damage), subject only to `limit`.
+/// fields are unknown and hiding them would hide damage), subject only to `limit`; with an
+/// object filter, those the object index lists under that object (the index entry is written
+/// in the same batch as the record, so it names the object a damaged record was about).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Filter {
     pub unit: Option<String>,
@@ -130,11 +142,13 @@ impl Entry {
 }
 
 impl Journal {
-    /// Full scan with `filter` applied. Store errors abort; corrupt records become entries.
+    /// Records matching `filter`, oldest first. Store errors abort; corrupt records become
+    /// entries. An object filter reads the object index (and scans only what was written
+    /// before the index existed); anything else scans the log.
     pub fn query(&self, filter: &Filter) -> Result<Vec<Entry>> {
         let open: std::collections::BTreeSet<u64> = self.open_intent_seqs()?.into_iter().collect();
         let mut out = Vec::new();
-        for item in self.iter() {
+        let keep = |item: Result<Record>, out: &mut Vec<Entry>| -> Result<()> {
             match item {
                 Ok(record) => {
                     let is_open =
@@ -148,6 +162,33 @@ impl Journal {
                 }
                 Err(JournalError::Corrupt(c)) => out.push(Entry::Corrupt(c)),
                 Err(e) => return Err(e),
+            }
+            Ok(())
+        };
+        match &filter.object {
+            Some(o) => {
+                let from = self.object_index_from();
+                for item in self.iter_range(..from) {
+                    keep(item, &mut out)?;
+                }
+                for seq in self.object_seqs(&o.kind, &o.namespace, &o.name)? {
+                    let item = self.get(seq).and_then(|r| {
+                        r.ok_or_else(|| {
+                            JournalError::Corrupt(CorruptRecord {
+                                seq,
+                                reason: format!(
+                                    "the object index lists {seq} under {o}, which is not in the log"
+                                ),
+                            })
+                        })
+                    });
+                    keep(item, &mut out)?;
+                }
+            }
+            None => {
+                for item in self.iter() {
+                    keep(item, &mut out)?;
+                }
             }
         }
         if let Some(n) = filter.limit {

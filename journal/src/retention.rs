@@ -12,6 +12,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use crate::error::{CorruptRecord, JournalError, Result};
+use crate::index;
 use crate::journal::Journal;
 use crate::keys;
 use crate::record::{Body, Record, Seq};
@@ -34,8 +35,9 @@ pub struct CompactReport {
 
 const BATCH_OPS: usize = 512;
 
-/// Records deleted together: seqs, idempotency key to unindex (with its intent seq), age.
-type Group = (Vec<Seq>, Option<(String, Seq)>, u64);
+/// Records deleted together: seqs, their object index keys, idempotency key to unindex (with
+/// its intent seq), age.
+type Group = (Vec<Seq>, Vec<Vec<u8>>, Option<(String, Seq)>, u64);
 
 impl Journal {
     /// Full scan of the log (compaction runs rarely; the scan keeps the rules simple).
@@ -84,7 +86,7 @@ impl Journal {
         // candidate groups in seq order: (seqs to delete, idempotency key to unindex, at_ms)
         let mut groups: Vec<Group> = Vec::new();
         let mut total = 0usize;
-        let mut intents: BTreeMap<Seq, String> = BTreeMap::new();
+        let mut intents: BTreeMap<Seq, (String, Option<Vec<u8>>)> = BTreeMap::new();
         // Corrupt records are kept as evidence; so is the outcome of a corrupt intent (deleting
         // it alone would make the intent look open). Any other read error stops compaction.
         let mut corrupt: BTreeSet<Seq> = BTreeSet::new();
@@ -101,29 +103,37 @@ impl Journal {
             if rec.seq > horizon {
                 continue;
             }
+            let object_key = index::object_key(&rec);
             match &rec.body {
                 Body::Intent(i) => {
-                    intents.insert(rec.seq, i.idempotency_key.clone());
+                    intents.insert(rec.seq, (i.idempotency_key.clone(), object_key));
                 }
                 Body::Outcome(o) if corrupt.contains(&o.intent_seq) => {}
                 Body::Outcome(o) => {
                     let mut seqs = vec![rec.seq];
+                    let mut objects: Vec<Vec<u8>> = object_key.into_iter().collect();
                     let mut idem = None;
-                    if let Some(key) = intents.remove(&o.intent_seq) {
+                    if let Some((key, intent_object)) = intents.remove(&o.intent_seq) {
                         seqs.push(o.intent_seq);
+                        objects.extend(intent_object);
                         idem = Some((key, o.intent_seq));
                     }
-                    groups.push((seqs, idem, rec.at_ms));
+                    groups.push((seqs, objects, idem, rec.at_ms));
                 }
                 Body::Published(p) => {
                     let latest = store.get(&keys::str_key(keys::PUBLISHED, &p.dedupe_key))?;
                     if latest.as_deref().and_then(keys::parse_u64) != Some(rec.seq) {
-                        groups.push((vec![rec.seq], None, rec.at_ms));
+                        groups.push((
+                            vec![rec.seq],
+                            object_key.into_iter().collect(),
+                            None,
+                            rec.at_ms,
+                        ));
                     }
                 }
                 Body::Snapshot(_) => {
                     if !latest_snapshots.contains(&rec.seq) {
-                        groups.push((vec![rec.seq], None, rec.at_ms));
+                        groups.push((vec![rec.seq], Vec::new(), None, rec.at_ms));
                     }
                 }
             }
@@ -140,7 +150,7 @@ impl Journal {
         store.apply(std::mem::take(&mut batch))?;
 
         let mut deleted = 0usize;
-        for (seqs, idem, at_ms) in groups {
+        for (seqs, objects, idem, at_ms) in groups {
             let too_old = cutoff.is_some_and(|c| at_ms < c);
             if !(too_old || excess > 0) {
                 continue;
@@ -149,6 +159,9 @@ impl Journal {
             deleted += seqs.len();
             for s in &seqs {
                 batch.remove(keys::seq_key(keys::LOG, *s));
+            }
+            for key in objects {
+                batch.remove(key);
             }
             if let Some((key, intent_seq)) = idem {
                 let ikey = keys::str_key(keys::IDEMPOTENCY, &key);

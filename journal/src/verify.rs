@@ -94,6 +94,8 @@ impl Journal {
         let mut last_pub: BTreeMap<String, Seq> = BTreeMap::new();
         let mut last_snap: BTreeMap<String, Seq> = BTreeMap::new();
         let mut last_idem: BTreeMap<String, Seq> = BTreeMap::new();
+        let index_from = self.object_index_from();
+        let mut by_object = crate::object_index::FromLog::default();
         for item in self.iter() {
             let seq = match &item {
                 Ok(r) => r.seq,
@@ -109,6 +111,12 @@ impl Journal {
             }
             expected = expected.max(seq + 1);
             report.last_seq = seq;
+            if let Ok(rec) = &item
+                && rec.seq >= index_from
+                && let Some(o) = rec.object()
+            {
+                by_object.add(o, rec.seq);
+            }
             match item {
                 Err(JournalError::Corrupt(c)) => report.corrupt.push(c),
                 Err(_) => {} // unreachable: other errors returned above
@@ -178,6 +186,8 @@ impl Journal {
                 "an outcome refers to intent {s}, which is not in the log"
             ));
         }
+        let problems = self.object_index_problems(by_object, &corrupt)?;
+        report.index_problems.extend(problems);
         let named = [
             ("published", keys::PUBLISHED, &last_pub),
             ("snapshot", keys::SNAPSHOT, &last_snap),

@@ -262,14 +262,14 @@ fn newer_format_version_is_refused_naming_both_versions() {
         matches!(
             err,
             JournalError::NewerFormat {
-                found: 4,
-                supported: 3
+                found: 5,
+                supported: 4
             }
         ),
         "{err}"
     );
     let msg = err.to_string();
-    assert!(msg.contains('4') && msg.contains('3'), "{msg}");
+    assert!(msg.contains('5') && msg.contains('4'), "{msg}");
 }
 
 #[test]
