@@ -3,7 +3,7 @@
 #   make traces - the demo with a local Jaeger receiving its traces
 #   make test   - every test (builds the Go test peers once into ~/.cache/lvms-test-bins)
 SHELL := /bin/bash
-.PHONY: test lint demo traces test-bins test-deps crds
+.PHONY: test lint demo traces test-bins test-deps test-guest crds
 
 test-deps:
 	@deploy/dev/test-deps.sh
@@ -11,8 +11,14 @@ test-deps:
 test-bins:
 	@deploy/dev/build-test-bins.sh >/dev/null
 
+# The real-kernel tier's guests (kernel + initramfs from Debian packages, cached): Debian's
+# current cloud kernel (6.1) and the 6.12 one.
+test-guest:
+	@deploy/dev/build-guest.sh >/dev/null
+	@LVMS_GUEST_KERNEL=6.12 deploy/dev/build-guest.sh >/dev/null
+
 # Every suite to the end, then "N passed, M failed" (deploy/dev/run-tests.sh).
-test: test-deps test-bins
+test: test-deps test-bins test-guest
 	@deploy/dev/run-tests.sh
 
 lint:

@@ -8,6 +8,8 @@
 #   util-linux  losetup, lsblk, blkid, wipefs
 #   python3     build-test-bins.sh reads the kubernetes go.mod with it
 #   make        the README's commands
+#   qemu-system-x86  the real-kernel tier boots a Debian cloud kernel (build-guest.sh), with
+#               --no-install-recommends (no firmware or GUI packages)
 set -euo pipefail
 
 die() { echo "test-deps: $*" >&2; exit 1; }
@@ -27,6 +29,13 @@ if [ ${#missing[@]} -gt 0 ]; then
   echo "test-deps: apt-get install ${missing[*]}" >&2
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null \
     || die "apt-get install ${missing[*]} failed"
+fi
+if ! command -v qemu-system-x86_64 >/dev/null; then
+  [ "$(id -u)" = 0 ] || die "qemu-system-x86_64 is missing: run as root, or apt-get install -y --no-install-recommends qemu-system-x86"
+  command -v apt-get >/dev/null || die "qemu-system-x86_64 is missing and no apt-get: install QEMU (x86_64 system emulator)"
+  echo "test-deps: apt-get install --no-install-recommends qemu-system-x86" >&2
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends qemu-system-x86 >/dev/null \
+    || die "apt-get install qemu-system-x86 failed"
 fi
 [ "$(id -u)" = 0 ] || die "the vg-manager tests create loop devices and volume groups: run as root"
 [ -e /dev/loop-control ] || die "/dev/loop-control is missing: the vg-manager tests need loop devices (root, privileged container)"

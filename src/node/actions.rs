@@ -22,7 +22,11 @@ pub enum VolumeGroupAction {
     LvextendThinPool,
     LvchangeActivate,
     LvextendPoolMetadata,
+    /// `lvchange -an` of the thin pool before its removal (teardown).
+    LvchangeDeactivate,
     LvremoveThinPool,
+    /// `vgchange -an` before `vgremove` (teardown).
+    VgchangeDeactivate,
     WriteLvmdConfig,
 }
 
@@ -43,7 +47,9 @@ impl Action for VolumeGroupAction {
         Self::LvextendThinPool,
         Self::LvchangeActivate,
         Self::LvextendPoolMetadata,
+        Self::LvchangeDeactivate,
         Self::LvremoveThinPool,
+        Self::VgchangeDeactivate,
         Self::WriteLvmdConfig,
     ];
 
@@ -64,7 +70,9 @@ impl Action for VolumeGroupAction {
             Self::LvextendThinPool => "lvextend-thin-pool",
             Self::LvchangeActivate => "lvchange-activate",
             Self::LvextendPoolMetadata => "lvextend-pool-metadata",
+            Self::LvchangeDeactivate => "lvchange-deactivate",
             Self::LvremoveThinPool => "lvremove-thin-pool",
+            Self::VgchangeDeactivate => "vgchange-deactivate",
             Self::WriteLvmdConfig => "write-lvmd-config",
         }
     }

@@ -385,8 +385,8 @@ pub fn lvmdevices_delpvid(pv_uuid: &str) -> Result<Vec<String>, CommandError> {
 }
 
 /// Thin pool teardown (LVMS `DeleteLV`): deactivate, then remove.
-pub fn delete_lv(vg: &str, lv: &str) -> Result<Vec<Vec<String>>, CommandError> {
-    Ok(vec![lvchange_deactivate(vg, lv)?, lvremove(vg, lv)?])
+pub fn delete_lv(vg: &str, lv: &str) -> Result<[Vec<String>; 2], CommandError> {
+    Ok([lvchange_deactivate(vg, lv)?, lvremove(vg, lv)?])
 }
 
 /// VG teardown (LVMS `DeleteVG`): `vgchange -an`, `vgremove`, `pvremove <pvs>`, then
@@ -585,7 +585,7 @@ mod tests {
         );
         assert_eq!(
             delete_lv("vg1", "tp").unwrap(),
-            vec![
+            [
                 s(&["/usr/sbin/lvchange", "-an", "vg1/tp"]),
                 s(&["/usr/sbin/lvremove", "vg1/tp"])
             ]

@@ -54,11 +54,15 @@ pub fn plan(
             if let Some(pool) = pool
                 && lvs.find(pool).is_some()
             {
-                steps.push((
-                    VolumeGroupAction::LvremoveThinPool,
-                    commands::lvremove(vg, pool)?,
-                ));
+                // As LVMS: deactivate first; `lvremove` of an active pool would prompt.
+                let [deactivate, remove] = commands::delete_lv(vg, pool)?;
+                steps.push((VolumeGroupAction::LvchangeDeactivate, deactivate));
+                steps.push((VolumeGroupAction::LvremoveThinPool, remove));
             }
+            steps.push((
+                VolumeGroupAction::VgchangeDeactivate,
+                commands::vgchange_deactivate(vg)?,
+            ));
             steps.push((VolumeGroupAction::Vgremove, commands::vgremove(vg)?));
             steps.push((
                 VolumeGroupAction::PvremoveTeardown,
@@ -164,12 +168,19 @@ mod tests {
         .unwrap();
         assert_eq!(
             actions(&t),
-            [A::LvremoveThinPool, A::Vgremove, A::PvremoveTeardown]
+            [
+                A::LvchangeDeactivate,
+                A::LvremoveThinPool,
+                A::VgchangeDeactivate,
+                A::Vgremove,
+                A::PvremoveTeardown
+            ]
         );
         let Teardown::Steps(steps) = t else {
             unreachable!()
         };
-        assert_eq!(steps[2].1[1..], ["/dev/loop0", "/dev/loop1"]);
+        assert_eq!(steps[0].1[1..], ["-an", "vg1/thin-pool-1"]);
+        assert_eq!(steps[4].1[1..], ["/dev/loop0", "/dev/loop1"]);
     }
 
     #[test]
@@ -185,7 +196,10 @@ mod tests {
             },
         )
         .unwrap();
-        assert_eq!(actions(&t), [A::Vgremove, A::PvremoveTeardown]);
+        assert_eq!(
+            actions(&t),
+            [A::VgchangeDeactivate, A::Vgremove, A::PvremoveTeardown]
+        );
     }
 
     #[test]

@@ -209,13 +209,17 @@ async fn a_teardown_that_fails_halfway_resumes_from_the_host_and_its_journal() {
     assert!(err.message.contains("busy"), "{err:?}");
     assert_eq!(
         host.mutations(),
-        ["vgremove"],
-        "nothing after the failed step"
+        ["vgchange", "vgremove"],
+        "deactivated, then nothing after the failed step"
     );
     let seeded = ("vgcreate".to_string(), true);
     assert_eq!(
         r.host_outcomes(),
-        [seeded.clone(), ("vgremove".to_string(), false)]
+        [
+            seeded.clone(),
+            ("vgchange-deactivate".to_string(), true),
+            ("vgremove".to_string(), false)
+        ]
     );
 
     // Then vgremove went through by hand; the labels stay. The next pass finds the VG gone
@@ -234,7 +238,7 @@ async fn a_teardown_that_fails_halfway_resumes_from_the_host_and_its_journal() {
     // The host is clean; only the finalizer removal (an API call) is left, and it waits for
     // the API: the finalizer is never dropped before the host is clean.
     assert_eq!(err.reason, "ApiUnavailable", "{err:?}");
-    assert_eq!(host.mutations(), ["vgremove", "pvremove"]);
+    assert_eq!(host.mutations(), ["vgchange", "vgremove", "pvremove"]);
     let pvremove = host
         .calls()
         .into_iter()
@@ -245,6 +249,7 @@ async fn a_teardown_that_fails_halfway_resumes_from_the_host_and_its_journal() {
         r.host_outcomes(),
         [
             seeded,
+            ("vgchange-deactivate".to_string(), true),
             ("vgremove".to_string(), false),
             ("pvremove-teardown".to_string(), true)
         ]

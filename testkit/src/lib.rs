@@ -6,6 +6,7 @@
 //! - [`kubelet`]: what kubelet would do (Nodes, CSINode registrations);
 //! - [`cleanup`]: removing an earlier scenario's cluster-scoped leftovers;
 //! - [`disks`]: loop-device disks and lvm2 queries (root, real lvm2);
+//! - [`guest`]: the real-kernel tier, a QEMU guest with device-mapper running a script;
 //! - [`fixtures`]: builders for the objects tests and benches create;
 //! - [`wait`], [`events`], [`journal`]: polling, Event and journal assertions;
 //! - [`process`]: the `lvms` binary and log tails; [`bench`]: the `cargo bench` entry and knobs.
@@ -18,6 +19,7 @@ pub mod disks;
 pub mod env;
 pub mod events;
 pub mod fixtures;
+pub mod guest;
 pub mod journal;
 pub mod kubelet;
 pub mod process;

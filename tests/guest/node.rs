@@ -1,0 +1,215 @@
+//! One node in the guest: the operator on the host, `lvms vg-manager` in the guest (activation
+//! on), one LVMCluster created, waited Ready, deleted and waited gone; the guest records what
+//! lvm2 and device-mapper show at Ready and after the teardown.
+
+use std::time::Duration;
+
+use kube::api::{Api, DeleteParams};
+use lvms::api::{LVMStateType, LVMVolumeGroupNodeStatus, VGStatus, VGStatusType};
+use serde_json::Value;
+
+use lvms_testkit::fixtures::lvm_cluster;
+use lvms_testkit::guest::{Outcome, Run, guest_kubeconfig, image, run};
+use lvms_testkit::kubelet::{create_node, register_csi_node};
+use lvms_testkit::process::lvms_bin;
+use lvms_testkit::{Scenario, env, eventually};
+
+/// Software emulation is slow: each lvm2 command takes ~0.5–1 s in the guest.
+pub const T: Duration = Duration::from_secs(240);
+const API_PORT_IN_GUEST: u16 = 6443;
+
+/// What one guest node scenario does.
+pub struct NodeRun<'a> {
+    pub name: &'a str,
+    /// The VG (device class) name.
+    pub vg: String,
+    /// The class's thin pool, when it is a thin class: the guest waits for it instead of the VG.
+    pub pool: Option<&'a str>,
+    /// The device classes of the LVMCluster (a JSON array).
+    pub classes: Value,
+    /// Shell run in the guest before vg-manager starts (e.g. a device-mapper child to wipe).
+    pub prepare: &'a str,
+    /// `LVMS_CRASH_AT` for a first vg-manager life that must end in SIGKILL; a second life
+    /// without it then converges.
+    pub crash_at: Option<String>,
+    /// Scratch disks (serial, MiB).
+    pub disks: Vec<(&'a str, u64)>,
+}
+
+/// The finished scenario: the guest's outcome (status already checked) and the Ready entry.
+pub struct NodeResult {
+    pub out: Outcome,
+    pub ready: VGStatus,
+}
+
+async fn entry(s: &Scenario, node: &str, vg: &str) -> Option<VGStatus> {
+    let api: Api<LVMVolumeGroupNodeStatus> = Api::namespaced(s.client.clone(), &s.ns.name);
+    let ns = api.get_opt(node).await.ok()??;
+    ns.spec.lvm_vg_status.into_iter().find(|e| e.name == vg)
+}
+
+/// The scenario's own node (Nodes and CSINodes are cluster-scoped; scenarios run in parallel).
+fn node_name(r: &NodeRun<'_>) -> String {
+    format!("guest-{}", r.name)
+}
+
+fn script(r: &NodeRun<'_>, ns: &str) -> String {
+    let node = node_name(r);
+    let vg = &r.vg;
+    let ready_check = match r.pool {
+        Some(pool) => format!("lvs {vg}/{pool}"),
+        None => format!("vgs {vg}"),
+    };
+    let first_life = match &r.crash_at {
+        Some(point) => format!(
+            r#"LVMS_CRASH_AT='{point}' start
+wait $vgm
+echo $? >"$GUEST_OUT/first-life-status"
+"#
+        ),
+        None => String::new(),
+    };
+    format!(
+        r#"
+set -u
+modprobe dm-thin-pool
+mkdir -p /run/vgm
+{prepare}
+start() {{
+  KUBECONFIG=/work/kubeconfig RUST_LOG=info ./lvms vg-manager --node-name {node} \
+    --namespace {ns} --host-command-prefix "" --lvmd-config /run/vgm/lvmd.yaml \
+    --journal-dir /run/vgm/journal --lock-file /run/vgm/lock \
+    --diagnostics-addr 127.0.0.1:9100 --debounce-ms 20 >>"$GUEST_OUT/vg-manager.log" 2>&1 &
+  vgm=$!
+}}
+fail() {{ echo "guest: $1"; tail -30 "$GUEST_OUT/vg-manager.log"; kill $vgm; exit "$2"; }}
+{first_life}start
+i=0
+until {ready_check} >/dev/null 2>&1; do
+  i=$((i+1)); [ $i -gt 480 ] && fail "no {vg} ({ready_check}) after 240 s" 10; sleep 0.5
+done
+# lvmd.yaml names the class once vg-manager reports it Ready.
+i=0
+until grep -q "volume-group: {vg}" /run/vgm/lvmd.yaml 2>/dev/null; do
+  i=$((i+1)); [ $i -gt 480 ] && fail "no lvmd.yaml entry for {vg} after 240 s" 12; sleep 0.5
+done
+lvs -a --reportformat json --units b --nosuffix \
+  -o lv_name,lv_attr,lv_size,lv_metadata_size,chunk_size {vg} >"$GUEST_OUT/lvs.json"
+vgs --reportformat json --units b --nosuffix -o vg_name,vg_size {vg} >"$GUEST_OUT/vgs.json"
+dmsetup ls >"$GUEST_OUT/dmsetup-ready.txt" 2>&1
+cp /run/vgm/lvmd.yaml "$GUEST_OUT/lvmd.yaml"
+# The host deletes the LVMCluster once the class is Ready; vg-manager removes pool and VG.
+i=0
+while vgs {vg} >/dev/null 2>&1; do
+  i=$((i+1)); [ $i -gt 480 ] && fail "VG {vg} still there 240 s later" 11; sleep 0.5
+done
+dmsetup ls >"$GUEST_OUT/dmsetup-after.txt" 2>&1
+# The class's lvmd.yaml entry goes after the VG (the file with its last class).
+i=0
+while [ -e /run/vgm/lvmd.yaml ] && [ $i -lt 120 ]; do i=$((i+1)); sleep 0.5; done
+[ -e /run/vgm/lvmd.yaml ] && echo kept >"$GUEST_OUT/lvmd-kept"
+kill $vgm; wait $vgm
+cp -a /run/vgm/journal "$GUEST_OUT/journal"
+exit 0
+"#,
+        prepare = r.prepare,
+    )
+}
+
+/// Runs the scenario and fails the test, with the guest's console, when the guest script did
+/// not get through Ready and teardown.
+pub async fn run_node(r: NodeRun<'_>) -> NodeResult {
+    let image = tokio::task::spawn_blocking(|| image().clone())
+        .await
+        .expect("guest image");
+    let s = Scenario::new(&format!("guest-{}", r.name)).await;
+    let node = node_name(&r);
+    create_node(&s.client, &node, false).await;
+    register_csi_node(&s.client, &node, true).await;
+    let _op = s.operator(&[], &[]);
+
+    let (kubeconfig, certs) = guest_kubeconfig(&env().cp.kubeconfig, API_PORT_IN_GUEST);
+    let kc_path = s.dir.join("guest.kubeconfig");
+    std::fs::write(&kc_path, kubeconfig).expect("guest kubeconfig");
+    let mut spec = Run::new(r.name, &script(&r, &s.ns.name))
+        .forward(API_PORT_IN_GUEST, env().cp.api_port)
+        .binary("lvms", lvms_bin())
+        .file("kubeconfig", &kc_path);
+    for (serial, mib) in &r.disks {
+        spec = spec.disk(serial, *mib);
+    }
+    for (name, path) in certs {
+        spec = spec.file(&name, path);
+    }
+    spec.timeout = Duration::from_secs(420);
+    let guest = tokio::task::spawn_blocking(move || run(&image, &spec));
+
+    s.create_cluster(lvm_cluster("my-lvmcluster", r.classes.clone()))
+        .await;
+    let ready = eventually(T, || async {
+        entry(&s, &node, &r.vg)
+            .await
+            .filter(|e| e.status == Some(VGStatusType::Ready))
+    })
+    .await;
+    let Some(ready) = ready else {
+        panic!(
+            "{node}/{} never Ready; last: {:#?}\n(the guest's console is above)",
+            r.vg,
+            entry(&s, &node, &r.vg).await
+        );
+    };
+    s.wait_state("my-lvmcluster", LVMStateType::Ready, T).await;
+
+    s.clusters()
+        .delete("my-lvmcluster", &DeleteParams::default())
+        .await
+        .expect("delete");
+    register_csi_node(&s.client, &node, false).await;
+    eventually(T, || async {
+        s.cluster("my-lvmcluster").await.is_none().then_some(())
+    })
+    .await
+    .expect("LVMCluster deleted after vg-manager cleaned up in the guest");
+
+    let out = guest.await.expect("guest thread");
+    assert_eq!(
+        out.status,
+        0,
+        "guest scenario failed; console:\n{}",
+        out.tail(40)
+    );
+    let dm = out.read("dmsetup-after.txt");
+    assert!(
+        !dm.contains(&r.vg),
+        "device-mapper devices of {} left after deletion:\n{dm}",
+        r.vg
+    );
+    assert!(
+        !out.out.join("lvmd-kept").exists(),
+        "lvmd.yaml kept after its last class was removed"
+    );
+    println!(
+        "guest scenario {} took {:.1} s (kernel {})",
+        r.name,
+        out.elapsed.as_secs_f64(),
+        lvms_testkit::guest::image().release()
+    );
+    NodeResult { out, ready }
+}
+
+/// The row of `lvs --reportformat json` for `lv`.
+pub fn lv(report: &Value, lv: &str) -> Value {
+    report["report"][0]["lv"]
+        .as_array()
+        .and_then(|rows| rows.iter().find(|r| r["lv_name"] == lv))
+        .cloned()
+        .unwrap_or_else(|| panic!("no {lv} in {report}"))
+}
+
+pub fn bytes(row: &Value, field: &str) -> u64 {
+    row[field]
+        .as_str()
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("{field} is not a byte count in {row}"))
+}

@@ -1,0 +1,58 @@
+use lvms_journal::{Body, Journal};
+use serde_json::json;
+
+use crate::node::{NodeRun, run_node};
+
+/// forceWipeDevicesAndDestroyAllData on a disk that a device-mapper device holds: vg-manager
+/// removes the dm child (`dmsetup remove`), wipes the disk and builds the VG on it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn force_wipe_removes_a_device_mapper_child_and_builds_the_vg() {
+    let vg = format!("w{}", std::process::id());
+    // A linear dm device over the disk's first MiB: the disk now has a holder. No udev in the
+    // guest: dmsetup makes the /dev/mapper node itself, as udev would on a node.
+    let prepare = "disk=$(readlink -f /dev/disk/by-id/virtio-scratch0)\n\
+                   echo \"0 2048 linear $disk 0\" | dmsetup create --noudevsync lvmstest-child\n\
+                   dmsetup mknodes\n\
+                   ls /sys/class/block/${disk#/dev/}/holders >\"$GUEST_OUT/holders-before.txt\"";
+    let r = run_node(NodeRun {
+        name: "wipe",
+        vg: vg.clone(),
+        pool: None,
+        classes: json!([{
+            "name": vg, "default": true,
+            "deviceSelector": {
+                "paths": ["/dev/disk/by-id/virtio-scratch0"],
+                "forceWipeDevicesAndDestroyAllData": true
+            }
+        }]),
+        prepare,
+        crash_at: None,
+        disks: vec![("scratch0", 256)],
+    })
+    .await;
+    assert!(
+        r.out.read("holders-before.txt").contains("dm-"),
+        "the disk had a device-mapper holder before vg-manager ran: {}",
+        r.out.read("holders-before.txt")
+    );
+    let ready = r.out.read("dmsetup-ready.txt");
+    assert!(
+        !ready.contains("lvmstest-child"),
+        "the dm child was removed before the VG was built:\n{ready}"
+    );
+    assert_eq!(r.ready.devices.len(), 1, "{:?}", r.ready.devices);
+    let j = Journal::open_copy(r.out.out.join("journal/vg-manager")).expect("the guest's journal");
+    let actions: Vec<String> = j
+        .iter()
+        .filter_map(Result::ok)
+        .filter_map(|r| match r.body {
+            Body::Intent(i) => Some(i.action),
+            _ => None,
+        })
+        .collect();
+    let at = |a: &str| actions.iter().position(|x| x == a);
+    assert!(
+        matches!((at("dmsetup-remove"), at("wipefs"), at("vgcreate")), (Some(d), Some(w), Some(v)) if d < w && w < v),
+        "dmsetup remove, then wipefs, then vgcreate, each journaled: {actions:?}"
+    );
+}
