@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use kube::api::{Api, DeleteParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use lvms::api::{LVMStateType, LVMVolumeGroupNodeStatus, VGStatus, VGStatusType};
 use serde_json::Value;
 
@@ -34,6 +34,12 @@ pub struct NodeRun<'a> {
     pub crash_at: Option<String>,
     /// Scratch disks (serial, MiB).
     pub disks: Vec<(&'a str, u64)>,
+    /// Day 2, once Ready: the device classes the host edits the LVMCluster to, and how many
+    /// devices the class then reports Ready with.
+    pub edit: Option<(Value, usize)>,
+    /// Shell the guest runs once the class is Ready and recorded (e.g. wait for the edit's
+    /// effect and record it), before it waits for the teardown.
+    pub after_ready: &'a str,
 }
 
 /// The finished scenario: the guest's outcome (status already checked) and the Ready entry.
@@ -98,6 +104,13 @@ lvs -a --reportformat json --units b --nosuffix \
 vgs --reportformat json --units b --nosuffix -o vg_name,vg_size {vg} >"$GUEST_OUT/vgs.json"
 dmsetup ls >"$GUEST_OUT/dmsetup-ready.txt" 2>&1
 cp /run/vgm/lvmd.yaml "$GUEST_OUT/lvmd.yaml"
+# The class's gauges are set when the pass that made it Ready ends.
+i=0
+until wget -qO "$GUEST_OUT/metrics-ready.txt" http://127.0.0.1:9100/metrics \
+  && grep -q 'topolvm_volumegroup_size_bytes{{.*{vg}' "$GUEST_OUT/metrics-ready.txt"; do
+  i=$((i+1)); [ $i -gt 120 ] && fail "no gauges for {vg} 60 s after Ready" 14; sleep 0.5
+done
+{after_ready}
 # The host deletes the LVMCluster once the class is Ready; vg-manager removes pool and VG.
 i=0
 while vgs {vg} >/dev/null 2>&1; do
@@ -113,6 +126,7 @@ cp -a /run/vgm/journal "$GUEST_OUT/journal"
 exit 0
 "#,
         prepare = r.prepare,
+        after_ready = r.after_ready,
     )
 }
 
@@ -160,6 +174,24 @@ pub async fn run_node(r: NodeRun<'_>) -> NodeResult {
         );
     };
     s.wait_state("my-lvmcluster", LVMStateType::Ready, T).await;
+    if let Some((classes, devices)) = &r.edit {
+        let patch = serde_json::json!({"spec": {"storage": {"deviceClasses": classes}}});
+        s.clusters()
+            .patch(
+                "my-lvmcluster",
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
+            .await
+            .expect("day-2 edit");
+        eventually(T, || async {
+            entry(&s, &node, &r.vg)
+                .await
+                .filter(|e| e.status == Some(VGStatusType::Ready) && e.devices.len() == *devices)
+        })
+        .await
+        .unwrap_or_else(|| panic!("{} never Ready with {devices} devices after the edit", r.vg));
+    }
 
     s.clusters()
         .delete("my-lvmcluster", &DeleteParams::default())

@@ -28,6 +28,8 @@ async fn force_wipe_removes_a_device_mapper_child_and_builds_the_vg() {
         prepare,
         crash_at: None,
         disks: vec![("scratch0", 256)],
+        edit: None,
+        after_ready: "",
     })
     .await;
     assert!(
