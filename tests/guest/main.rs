@@ -7,5 +7,7 @@
 
 mod harness;
 mod node;
+mod raid;
+mod thick;
 mod thin;
 mod wipe;
