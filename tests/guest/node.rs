@@ -156,16 +156,28 @@ pub async fn run_node(r: NodeRun<'_>) -> NodeResult {
         spec = spec.file(&name, path);
     }
     spec.timeout = Duration::from_secs(420);
-    let guest = tokio::task::spawn_blocking(move || run(&image, &spec));
+    let mut guest = tokio::task::spawn_blocking(move || run(&image, &spec));
 
     s.create_cluster(lvm_cluster("my-lvmcluster", r.classes.clone()))
         .await;
-    let ready = eventually(T, || async {
+    let became_ready = eventually(T, || async {
         entry(&s, &node, &r.vg)
             .await
             .filter(|e| e.status == Some(VGStatusType::Ready))
-    })
-    .await;
+    });
+    // A guest that ends (or panics) before Ready fails the test now, not after the timeout.
+    let ready = tokio::select! {
+        ready = became_ready => ready,
+        ended = &mut guest => match ended {
+            Ok(out) => panic!(
+                "the guest ended (status {}) before {node}/{} was Ready; console:\n{}",
+                out.status,
+                r.vg,
+                out.tail(40)
+            ),
+            Err(e) => std::panic::resume_unwind(e.into_panic()),
+        },
+    };
     let Some(ready) = ready else {
         panic!(
             "{node}/{} never Ready; last: {:#?}\n(the guest's console is above)",
