@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use lvms::api::{LVMStateType, LVMVolumeGroupNodeStatus, VGStatus, VGStatusType};
+use lvms_journal::{Body, Journal};
 use serde_json::Value;
 
 use lvms_testkit::fixtures::lvm_cluster;
@@ -256,4 +257,31 @@ pub fn bytes(row: &Value, field: &str) -> u64 {
         .as_str()
         .and_then(|v| v.trim().parse().ok())
         .unwrap_or_else(|| panic!("{field} is not a byte count in {row}"))
+}
+
+/// After a crash scenario: the first vg-manager life ended in SIGKILL, the guest's journal
+/// holds exactly one intent of `action`, nothing is left open, and this is how replay closed
+/// that intent (its recorded replay verdict, if any).
+pub fn one_step_after_the_crash(out: &Outcome, action: &str) -> Option<String> {
+    assert_eq!(
+        out.read("first-life-status").trim(),
+        "137",
+        "the first vg-manager life ends in SIGKILL at the crash point"
+    );
+    let j = Journal::open_copy(out.out.join("journal/vg-manager")).expect("the guest's journal");
+    let recs: Vec<_> = j.iter().filter_map(Result::ok).collect();
+    let steps: Vec<_> = recs
+        .iter()
+        .filter(|r| matches!(&r.body, Body::Intent(i) if i.action == action))
+        .collect();
+    assert_eq!(steps.len(), 1, "{action} journaled once: {steps:#?}");
+    assert!(j.open_intents().expect("open intents").is_empty());
+    recs.iter().find_map(|o| match &o.body {
+        Body::Outcome(done) if done.intent_seq == steps[0].seq => done
+            .result
+            .done()
+            .and_then(|d| d.replay)
+            .map(|v| v.as_str().to_string()),
+        _ => None,
+    })
 }

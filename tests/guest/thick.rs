@@ -1,7 +1,6 @@
-use lvms_journal::{Body, Journal};
 use serde_json::json;
 
-use crate::node::{NodeRun, run_node};
+use crate::node::{NodeRun, one_step_after_the_crash, run_node};
 
 /// SIGKILL between `vgcreate` and its outcome on a real kernel (activation on): the restarted
 /// vg-manager finds the VG on the host, closes the open vgcreate as already done, never runs it
@@ -24,30 +23,10 @@ async fn sigkill_between_vgcreate_and_its_outcome_never_runs_vgcreate_twice() {
         after_ready: "",
     })
     .await;
-    assert_eq!(
-        r.out.read("first-life-status").trim(),
-        "137",
-        "the first vg-manager life ends in SIGKILL at the crash point"
-    );
-    let j = Journal::open_copy(r.out.out.join("journal/vg-manager")).expect("the guest's journal");
-    let recs: Vec<_> = j.iter().filter_map(Result::ok).collect();
-    let creates: Vec<_> = recs
-        .iter()
-        .filter(|r| matches!(&r.body, Body::Intent(i) if i.action == "vgcreate"))
-        .collect();
-    assert_eq!(creates.len(), 1, "vgcreate journaled once: {creates:#?}");
-    let replay = recs.iter().find_map(|o| match &o.body {
-        Body::Outcome(out) if out.intent_seq == creates[0].seq => out
-            .result
-            .done()
-            .and_then(|d| d.replay)
-            .map(|v| v.as_str().to_string()),
-        _ => None,
-    });
+    let replay = one_step_after_the_crash(&r.out, "vgcreate");
     assert_eq!(
         replay.as_deref(),
         Some("already-done"),
         "the open vgcreate was resolved from the host"
     );
-    assert!(j.open_intents().expect("open intents").is_empty());
 }

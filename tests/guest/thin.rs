@@ -1,7 +1,6 @@
-use lvms_journal::{Body, Journal};
 use serde_json::{Value, json};
 
-use crate::node::{NodeRun, bytes, lv, run_node};
+use crate::node::{NodeRun, bytes, lv, one_step_after_the_crash, run_node};
 
 const POOL: &str = "thin-pool-1";
 
@@ -170,26 +169,7 @@ async fn sigkill_between_the_thin_pool_lvcreate_and_its_outcome_never_creates_it
         after_ready: "",
     })
     .await;
-    assert_eq!(
-        r.out.read("first-life-status").trim(),
-        "137",
-        "the first vg-manager life ends in SIGKILL at the crash point"
-    );
-    let j = Journal::open_copy(r.out.out.join("journal/vg-manager")).expect("the guest's journal");
-    let recs: Vec<_> = j.iter().filter_map(Result::ok).collect();
-    let creates: Vec<_> = recs
-        .iter()
-        .filter(|r| matches!(&r.body, Body::Intent(i) if i.action == "lvcreate-thin-pool"))
-        .collect();
-    assert_eq!(creates.len(), 1, "lvcreate journaled once: {creates:#?}");
-    let replay = recs.iter().find_map(|o| match &o.body {
-        Body::Outcome(out) if out.intent_seq == creates[0].seq => out
-            .result
-            .done()
-            .and_then(|d| d.replay)
-            .map(|v| v.as_str().to_string()),
-        _ => None,
-    });
+    let replay = one_step_after_the_crash(&r.out, "lvcreate-thin-pool");
     // Replay cannot read a pool back from `pvs`/`vgs`, so it closes the open lvcreate as
     // not-done and leaves the decision to the next pass, which reads `lvs`, finds the pool and
     // plans no second lvcreate.
@@ -198,7 +178,6 @@ async fn sigkill_between_the_thin_pool_lvcreate_and_its_outcome_never_creates_it
         Some("not-done"),
         "the open lvcreate was closed by replay"
     );
-    assert!(j.open_intents().expect("open intents").is_empty());
     let lvs: Value = serde_json::from_str(&r.out.read("lvs.json")).expect("lvs json");
     let pools = lvs["report"][0]["lv"]
         .as_array()
