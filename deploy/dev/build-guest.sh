@@ -67,6 +67,8 @@ kver=${want#linux-image-}
 cp "$DIR.tmp/kernel/boot/vmlinuz-$kver" "$DIR.tmp/vmlinuz"
 bb=$root/bin/busybox
 [ -x "$bb" ] || die "busybox-static did not unpack a /bin/busybox"
+# Kept beside the guest: it runs cpio and depmod here, and it is the host end of a guest
+# forward (`guestfwd=...-cmd:busybox nc 127.0.0.1 PORT`), so the host needs no busybox package.
 cp "$bb" "$DIR.tmp/busybox"
 bb=$DIR.tmp/busybox
 
@@ -138,8 +140,6 @@ install -m 0755 "$HERE/guest-init.sh" "$root/init"
 
 (cd "$root" && find . | "$bb" cpio -o -H newc >"$DIR.tmp/initramfs.cpio" 2>/dev/null) \
   || die "packing the initramfs failed"
-# The host end of a guest forward (`guestfwd=...-cmd:busybox nc 127.0.0.1 PORT`) needs an nc;
-# this static busybox is it, so the host needs no busybox package.
 rm -rf "$DIR.tmp/debs" "$DIR.tmp/kernel" "$DIR.tmp/root"
 echo "$stamp" >"$DIR.tmp/stamp"
 rm -rf "$DIR"

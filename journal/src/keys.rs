@@ -104,15 +104,10 @@ pub fn parse_object_key(key: &[u8]) -> Option<(u64, Seq)> {
     Some((parse_u64(&key[9..17])?, parse_u64(&key[17..25])?))
 }
 
-/// `[prefix, the next prefix of the same length)`: every object index key under `prefix`.
-/// The increment always ends at or before the leading `X`, so it never runs out of bytes.
+/// `[prefix, prefix + 0xff × 9)`: every object index key under `prefix` (each is the prefix
+/// and an 8-byte seq, so all sort below that bound).
 pub fn object_span(prefix: &[u8; 17]) -> (Vec<u8>, Vec<u8>) {
     let mut hi = prefix.to_vec();
-    while let Some(last) = hi.pop() {
-        if last < u8::MAX {
-            hi.push(last + 1);
-            break;
-        }
-    }
+    hi.extend_from_slice(&[u8::MAX; 9]);
     (prefix.to_vec(), hi)
 }

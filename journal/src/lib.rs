@@ -22,6 +22,8 @@ pub mod render;
 mod retention;
 mod stats;
 pub mod store;
+#[cfg(test)]
+mod test_support;
 mod time;
 mod verify;
 

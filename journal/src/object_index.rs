@@ -73,36 +73,27 @@ impl Journal {
                 None => problems.push(format!("malformed object index key {k:?}")),
             }
         }
-        // Both sorted by (hash, seq): one merge finds what is only on one side.
         indexed.sort_unstable();
         from_log.entries.sort_unstable();
-        let (mut i, mut l) = (
-            indexed.iter().peekable(),
-            from_log.entries.iter().peekable(),
-        );
-        loop {
-            match (i.peek(), l.peek()) {
-                (Some(a), Some(b)) if a == b => {
-                    i.next();
-                    l.next();
-                }
-                (Some(&&(hash, seq)), b) if b.is_none_or(|b| (hash, seq) < **b) => {
-                    i.next();
-                    if !corrupt.contains(&seq) {
-                        problems.push(format!(
-                            "object index lists {seq} under object hash {hash:016x}, which is not the object of such a record in the log"
-                        ));
-                    }
-                }
-                (_, Some(&&(hash, seq))) => {
-                    l.next();
-                    let name = from_log.names.get(&hash).map_or("?", String::as_str);
-                    problems.push(format!(
-                        "record {seq} about {name} is missing from the object index"
-                    ));
-                }
-                (_, None) => break,
+        let only_in = |these: &[(u64, Seq)], those: &[(u64, Seq)]| -> Vec<(u64, Seq)> {
+            these
+                .iter()
+                .filter(|e| those.binary_search(e).is_err())
+                .copied()
+                .collect()
+        };
+        for (hash, seq) in only_in(&indexed, &from_log.entries) {
+            if !corrupt.contains(&seq) {
+                problems.push(format!(
+                    "object index lists {seq} under object hash {hash:016x}, which is not the object of such a record in the log"
+                ));
             }
+        }
+        for (hash, seq) in only_in(&from_log.entries, &indexed) {
+            let name = from_log.names.get(&hash).map_or("?", String::as_str);
+            problems.push(format!(
+                "record {seq} about {name} is missing from the object index"
+            ));
         }
         Ok(problems)
     }
@@ -112,21 +103,11 @@ impl Journal {
 mod tests {
     use std::time::Duration;
 
-    use crate::projection::Projection;
     use crate::record::*;
     use crate::render::{Entry, Filter, ObjectFilter};
     use crate::store::Batch;
+    use crate::test_support::{Count, closed_pair};
     use crate::{Journal, Retention, keys};
-
-    #[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
-    struct Count(u64);
-
-    impl Projection for Count {
-        const NAME: &'static str = "count";
-        fn apply(&mut self, _: &Record) {
-            self.0 += 1;
-        }
-    }
 
     fn obj(kind: &str, namespace: &str, name: &str) -> ObjectRef {
         ObjectRef {
@@ -136,33 +117,6 @@ mod tests {
             uid: format!("uid-{name}"),
             generation: 1,
         }
-    }
-
-    /// An intent about `o` and its outcome; returns the intent seq.
-    fn pair(j: &Journal, o: &ObjectRef, key: &str) -> Seq {
-        let i = j
-            .append_intent(
-                Intent {
-                    unit: "u".into(),
-                    object: o.clone(),
-                    action: "apply".into(),
-                    args: Vec::new(),
-                    desired_digest: String::new(),
-                    idempotency_key: key.into(),
-                    lease_epoch: 0,
-                    regarding: Vec::new(),
-                },
-                Trace::default(),
-            )
-            .unwrap();
-        j.append_outcome(
-            i,
-            OutcomeResult::Ok(crate::Done::default()),
-            Duration::ZERO,
-            Trace::default(),
-        )
-        .unwrap();
-        i
     }
 
     fn publish(j: &Journal, o: Option<&ObjectRef>, key: &str) -> Seq {
@@ -211,13 +165,13 @@ mod tests {
         let vg = obj("LVMVolumeGroup", "openshift-storage", "vg1");
         // A name that is a prefix of another must not pick up the other's records.
         let vg10 = obj("LVMVolumeGroup", "openshift-storage", "vg10");
-        pair(&j, &sc, "a");
-        pair(&j, &vg, "b");
-        pair(&j, &vg10, "c");
+        closed_pair(&j, &sc, "a");
+        closed_pair(&j, &vg, "b");
+        closed_pair(&j, &vg10, "c");
         publish(&j, Some(&vg), "e1");
         publish(&j, None, "e2");
         j.snapshot::<Count>(Trace::default()).unwrap();
-        pair(&j, &sc, "d");
+        closed_pair(&j, &sc, "d");
         assert_eq!(
             j.object_index_from(),
             1,
@@ -258,8 +212,8 @@ mod tests {
         let sc = obj("StorageClass", "", "lvms-vg1");
         {
             let j = Journal::open(dir.path()).unwrap();
-            pair(&j, &sc, "a");
-            pair(&j, &obj("StorageClass", "", "other"), "b");
+            closed_pair(&j, &sc, "a");
+            closed_pair(&j, &obj("StorageClass", "", "other"), "b");
             // As a format 3 release left it: no object index and no coverage mark.
             let (lo, hi) = keys::span(keys::OBJECT);
             let mut b = Batch::default();
@@ -276,7 +230,7 @@ mod tests {
             5,
             "covers what is appended from now on"
         );
-        pair(&j, &sc, "c");
+        closed_pair(&j, &sc, "c");
         let f = filter("StorageClass/lvms-vg1");
         assert_eq!(
             j.object_seqs(&f.kind, &f.namespace, &f.name).unwrap(),
@@ -292,7 +246,7 @@ mod tests {
         let j = Journal::open(dir.path()).unwrap();
         let sc = obj("StorageClass", "", "lvms-vg1");
         for k in 0..3 {
-            pair(&j, &sc, &format!("k{k}"));
+            closed_pair(&j, &sc, &format!("k{k}"));
         }
         publish(&j, Some(&sc), "e");
         j.snapshot::<Count>(Trace::default()).unwrap();
@@ -314,7 +268,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let j = Journal::open(dir.path()).unwrap();
         let sc = obj("StorageClass", "", "lvms-vg1");
-        let i = pair(&j, &sc, "a");
+        let i = closed_pair(&j, &sc, "a");
         let mut b = Batch::default();
         let vg1 = keys::object_hash("StorageClass", "", "lvms-vg1");
         let vg2 = keys::object_hash("StorageClass", "", "lvms-vg2");
@@ -346,7 +300,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let j = Journal::open(dir.path()).unwrap();
         let sc = obj("StorageClass", "", "lvms-vg1");
-        let i = pair(&j, &sc, "a");
+        let i = closed_pair(&j, &sc, "a");
         let mut b = Batch::default();
         b.remove(keys::seq_key(keys::LOG, i));
         j.store().apply(b).unwrap();

@@ -189,42 +189,13 @@ impl Journal {
 mod tests {
     use super::*;
     use crate::projection::Projection;
-    use crate::record::{Intent, ObjectRef, OutcomeResult, Trace};
-
-    #[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
-    struct Count(u64);
-
-    impl Projection for Count {
-        const NAME: &'static str = "count";
-        fn apply(&mut self, _: &Record) {
-            self.0 += 1;
-        }
-    }
+    use crate::record::{ObjectRef, Trace};
+    use crate::test_support::{Count, closed_pair};
 
     /// Intent + outcome `n` times; returns the intent seqs.
     fn closed_pairs(j: &Journal, n: u64) -> Vec<Seq> {
         (0..n)
-            .map(|k| {
-                let i = j
-                    .append_intent(
-                        Intent {
-                            unit: "u".into(),
-                            object: ObjectRef::default(),
-                            action: "apply".into(),
-                            args: Vec::new(),
-                            desired_digest: String::new(),
-                            idempotency_key: format!("k{k}"),
-                            lease_epoch: 0,
-                            regarding: Vec::new(),
-                        },
-                        Trace::default(),
-                    )
-                    .unwrap();
-                let ok = OutcomeResult::Ok(crate::Done::default());
-                j.append_outcome(i, ok, Duration::ZERO, Trace::default())
-                    .unwrap();
-                i
-            })
+            .map(|k| closed_pair(j, &ObjectRef::default(), &format!("k{k}")))
             .collect()
     }
 

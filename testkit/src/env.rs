@@ -31,13 +31,22 @@ fn ensure_binaries() -> PathBuf {
     if let Some(dir) = std::env::var_os("LVMS_TEST_BINS") {
         return PathBuf::from(dir);
     }
+    cached_build(
+        "deploy/dev/build-test-bins.sh",
+        "the control-plane binaries",
+    )
+}
+
+/// Runs one of the repo's cached-build scripts and returns the directory it prints; a failure
+/// is a loud panic with the script's own output (which names the fix).
+pub(crate) fn cached_build(script: &str, what: &str) -> PathBuf {
     let out = Command::new("bash")
-        .arg(repo().join("deploy/dev/build-test-bins.sh"))
+        .arg(repo().join(script))
         .output()
-        .expect("running deploy/dev/build-test-bins.sh (is bash installed?)");
+        .unwrap_or_else(|e| panic!("running {script} (is bash installed?): {e}"));
     assert!(
         out.status.success(),
-        "building the control-plane binaries failed:\n{}\n{}",
+        "building {what} failed:\n{}\n{}",
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );

@@ -14,7 +14,7 @@ use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use crate::env::repo;
+use crate::env::cached_build;
 
 /// The address the guest dials for a forward to the host's loopback.
 pub const GUEST_HOST: &str = "10.0.2.100";
@@ -48,18 +48,8 @@ pub fn image() -> &'static Image {
             qemu().is_some(),
             "qemu-system-x86_64 is missing: the real-kernel tests boot a guest; apt-get install -y --no-install-recommends qemu-system-x86 (deploy/dev/test-deps.sh does it as root)"
         );
-        let out = Command::new("bash")
-            .arg(repo().join("deploy/dev/build-guest.sh"))
-            .output()
-            .expect("running deploy/dev/build-guest.sh (is bash installed?)");
-        assert!(
-            out.status.success(),
-            "building the test guest failed:\n{}\n{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
         Image {
-            dir: PathBuf::from(String::from_utf8_lossy(&out.stdout).trim().to_string()),
+            dir: cached_build("deploy/dev/build-guest.sh", "the test guest"),
         }
     })
 }

@@ -8,7 +8,7 @@ use std::time::Duration;
 use k8s_openapi::api::events::v1::Event;
 use kube::Client;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
-use lvms::api::{LVMCluster, LVMStateType, LVMVolumeGroupNodeStatus};
+use lvms::api::{LVMCluster, LVMStateType, LVMVolumeGroupNodeStatus, VGStatus, VGStatusType};
 use lvms::dev::operator::{NO_DM_LVM_CONFIG, OperatorOptions, OperatorProcess, VgManagerOptions};
 use serde_json::Value;
 
@@ -139,6 +139,46 @@ impl Scenario {
             .create(&PostParams::default(), &c)
             .await
             .expect("creating LVMCluster")
+    }
+
+    /// Merge-patches the LVMCluster `name` (a deviceClasses edit replaces the whole list).
+    pub async fn patch_cluster(&self, name: &str, patch: &Value) {
+        self.clusters()
+            .patch(name, &PatchParams::default(), &Patch::Merge(patch))
+            .await
+            .expect("editing the LVMCluster");
+    }
+
+    /// `node`'s status entry for volume group `vg`, if written yet.
+    pub async fn vg_entry(&self, node: &str, vg: &str) -> Option<VGStatus> {
+        let api: Api<LVMVolumeGroupNodeStatus> =
+            Api::namespaced(self.client.clone(), &self.ns.name);
+        let ns = api.get_opt(node).await.ok()??;
+        ns.spec.lvm_vg_status.into_iter().find(|e| e.name == vg)
+    }
+
+    /// Waits until `node`'s entry for `vg` is Ready and `pred` holds; panics with the last
+    /// entry seen when it never is.
+    pub async fn ready_vg_entry(
+        &self,
+        node: &str,
+        vg: &str,
+        timeout: Duration,
+        pred: impl Fn(&VGStatus) -> bool,
+    ) -> VGStatus {
+        let got = eventually(timeout, || async {
+            self.vg_entry(node, vg)
+                .await
+                .filter(|e| e.status == Some(VGStatusType::Ready) && pred(e))
+        })
+        .await;
+        match got {
+            Some(e) => e,
+            None => panic!(
+                "{node}/{vg} never Ready as expected; last: {:#?}",
+                self.vg_entry(node, vg).await
+            ),
+        }
     }
 
     pub async fn cluster(&self, name: &str) -> Option<LVMCluster> {

@@ -4,8 +4,8 @@
 
 use std::time::Duration;
 
-use kube::api::{Api, DeleteParams, Patch, PatchParams};
-use lvms::api::{LVMStateType, LVMVolumeGroupNodeStatus, VGStatus, VGStatusType};
+use kube::api::DeleteParams;
+use lvms::api::{LVMStateType, VGStatus};
 use lvms_journal::{Body, Journal};
 use serde_json::Value;
 
@@ -43,16 +43,29 @@ pub struct NodeRun<'a> {
     pub after_ready: &'a str,
 }
 
+impl<'a> NodeRun<'a> {
+    /// A scenario that creates `classes` on `disks`, waits Ready and tears down; the fields
+    /// left at their defaults (no pool, preparation, crash, edit or day-2 shell) are set with
+    /// struct update syntax.
+    pub fn new(name: &'a str, vg: &str, classes: Value, disks: Vec<(&'a str, u64)>) -> Self {
+        Self {
+            name,
+            vg: vg.to_string(),
+            pool: None,
+            classes,
+            prepare: "",
+            crash_at: None,
+            disks,
+            edit: None,
+            after_ready: "",
+        }
+    }
+}
+
 /// The finished scenario: the guest's outcome (status already checked) and the Ready entry.
 pub struct NodeResult {
     pub out: Outcome,
     pub ready: VGStatus,
-}
-
-async fn entry(s: &Scenario, node: &str, vg: &str) -> Option<VGStatus> {
-    let api: Api<LVMVolumeGroupNodeStatus> = Api::namespaced(s.client.clone(), &s.ns.name);
-    let ns = api.get_opt(node).await.ok()??;
-    ns.spec.lvm_vg_status.into_iter().find(|e| e.name == vg)
 }
 
 /// The scenario's own node (Nodes and CSINodes are cluster-scoped; scenarios run in parallel).
@@ -161,14 +174,9 @@ pub async fn run_node(r: NodeRun<'_>) -> NodeResult {
 
     s.create_cluster(lvm_cluster("my-lvmcluster", r.classes.clone()))
         .await;
-    let became_ready = eventually(T, || async {
-        entry(&s, &node, &r.vg)
-            .await
-            .filter(|e| e.status == Some(VGStatusType::Ready))
-    });
     // A guest that ends (or panics) before Ready fails the test now, not after the timeout.
     let ready = tokio::select! {
-        ready = became_ready => ready,
+        ready = s.ready_vg_entry(&node, &r.vg, T, |_| true) => ready,
         ended = &mut guest => match ended {
             Ok(out) => panic!(
                 "the guest ended (status {}) before {node}/{} was Ready; console:\n{}",
@@ -179,31 +187,12 @@ pub async fn run_node(r: NodeRun<'_>) -> NodeResult {
             Err(e) => std::panic::resume_unwind(e.into_panic()),
         },
     };
-    let Some(ready) = ready else {
-        panic!(
-            "{node}/{} never Ready; last: {:#?}\n(the guest's console is above)",
-            r.vg,
-            entry(&s, &node, &r.vg).await
-        );
-    };
     s.wait_state("my-lvmcluster", LVMStateType::Ready, T).await;
     if let Some((classes, devices)) = &r.edit {
         let patch = serde_json::json!({"spec": {"storage": {"deviceClasses": classes}}});
-        s.clusters()
-            .patch(
-                "my-lvmcluster",
-                &PatchParams::default(),
-                &Patch::Merge(&patch),
-            )
-            .await
-            .expect("day-2 edit");
-        eventually(T, || async {
-            entry(&s, &node, &r.vg)
-                .await
-                .filter(|e| e.status == Some(VGStatusType::Ready) && e.devices.len() == *devices)
-        })
-        .await
-        .unwrap_or_else(|| panic!("{} never Ready with {devices} devices after the edit", r.vg));
+        s.patch_cluster("my-lvmcluster", &patch).await;
+        s.ready_vg_entry(&node, &r.vg, T, |e| e.devices.len() == *devices)
+            .await;
     }
 
     s.clusters()

@@ -21,21 +21,19 @@ async fn a_raid1_class_builds_a_vg_whose_lvmd_options_make_a_mirrored_lv() {
     let vg = format!("r{}", std::process::id());
     let after = format!("VG={vg}\n{RAID_LV}");
     let r = run_node(NodeRun {
-        name: "raid1",
-        vg: vg.clone(),
-        pool: None,
-        classes: json!([{
-            "name": vg, "default": true,
-            "deviceSelector": {"paths": [
-                "/dev/disk/by-id/virtio-scratch0", "/dev/disk/by-id/virtio-scratch1"
-            ]},
-            "raidConfig": {"type": "raid1", "mirrors": 1}
-        }]),
-        prepare: "",
-        crash_at: None,
-        disks: vec![("scratch0", 128), ("scratch1", 128)],
-        edit: None,
         after_ready: &after,
+        ..NodeRun::new(
+            "raid1",
+            &vg,
+            json!([{
+                "name": vg, "default": true,
+                "deviceSelector": {"paths": [
+                    "/dev/disk/by-id/virtio-scratch0", "/dev/disk/by-id/virtio-scratch1"
+                ]},
+                "raidConfig": {"type": "raid1", "mirrors": 1}
+            }]),
+            vec![("scratch0", 128), ("scratch1", 128)],
+        )
     })
     .await;
     assert_eq!(r.ready.devices.len(), 2, "{:?}", r.ready.devices);

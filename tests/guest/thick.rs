@@ -9,18 +9,16 @@ use crate::node::{NodeRun, one_step_after_the_crash, run_node};
 async fn sigkill_between_vgcreate_and_its_outcome_never_runs_vgcreate_twice() {
     let vg = format!("c{}", std::process::id());
     let r = run_node(NodeRun {
-        name: "vgcreate-crash",
-        vg: vg.clone(),
-        pool: None,
-        classes: json!([{
-            "name": vg, "default": true,
-            "deviceSelector": {"paths": ["/dev/disk/by-id/virtio-scratch0"]}
-        }]),
-        prepare: "",
         crash_at: Some(format!("applied:vg/{vg}#vgcreate")),
-        disks: vec![("scratch0", 128)],
-        edit: None,
-        after_ready: "",
+        ..NodeRun::new(
+            "vgcreate-crash",
+            &vg,
+            json!([{
+                "name": vg, "default": true,
+                "deviceSelector": {"paths": ["/dev/disk/by-id/virtio-scratch0"]}
+            }]),
+            vec![("scratch0", 128)],
+        )
     })
     .await;
     let replay = one_step_after_the_crash(&r.out, "vgcreate");

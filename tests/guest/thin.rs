@@ -54,15 +54,15 @@ async fn a_thin_class_gets_an_active_pool_sized_as_configured_and_is_torn_down()
     let vg = format!("g{}", std::process::id());
     let after = format!("VG={vg} POOL={POOL}\n{AFTER_GROWTH}");
     let r = run_node(NodeRun {
-        name: "thin",
-        vg: vg.clone(),
         pool: Some(POOL),
-        classes: thin_class(&vg, &["scratch0"]),
-        prepare: "",
-        crash_at: None,
-        disks: vec![("scratch0", 256), ("scratch1", 256)],
         edit: Some((thin_class(&vg, &["scratch0", "scratch1"]), 2)),
         after_ready: &after,
+        ..NodeRun::new(
+            "thin",
+            &vg,
+            thin_class(&vg, &["scratch0"]),
+            vec![("scratch0", 256), ("scratch1", 256)],
+        )
     })
     .await;
     assert!(
@@ -158,15 +158,14 @@ fn assert_gauges(out: &lvms_testkit::guest::Outcome, file: &str, vg: &str, pool_
 async fn sigkill_between_the_thin_pool_lvcreate_and_its_outcome_never_creates_it_twice() {
     let vg = format!("k{}", std::process::id());
     let r = run_node(NodeRun {
-        name: "thin-crash",
-        vg: vg.clone(),
         pool: Some(POOL),
-        classes: thin_class(&vg, &["scratch0"]),
-        prepare: "",
         crash_at: Some(format!("applied:vg/{vg}#lvcreate-thin-pool")),
-        disks: vec![("scratch0", 256)],
-        edit: None,
-        after_ready: "",
+        ..NodeRun::new(
+            "thin-crash",
+            &vg,
+            thin_class(&vg, &["scratch0"]),
+            vec![("scratch0", 256)],
+        )
     })
     .await;
     let replay = one_step_after_the_crash(&r.out, "lvcreate-thin-pool");

@@ -15,21 +15,19 @@ async fn force_wipe_removes_a_device_mapper_child_and_builds_the_vg() {
                    dmsetup mknodes\n\
                    ls /sys/class/block/${disk#/dev/}/holders >\"$GUEST_OUT/holders-before.txt\"";
     let r = run_node(NodeRun {
-        name: "wipe",
-        vg: vg.clone(),
-        pool: None,
-        classes: json!([{
-            "name": vg, "default": true,
-            "deviceSelector": {
-                "paths": ["/dev/disk/by-id/virtio-scratch0"],
-                "forceWipeDevicesAndDestroyAllData": true
-            }
-        }]),
         prepare,
-        crash_at: None,
-        disks: vec![("scratch0", 256)],
-        edit: None,
-        after_ready: "",
+        ..NodeRun::new(
+            "wipe",
+            &vg,
+            json!([{
+                "name": vg, "default": true,
+                "deviceSelector": {
+                    "paths": ["/dev/disk/by-id/virtio-scratch0"],
+                    "forceWipeDevicesAndDestroyAllData": true
+                }
+            }]),
+            vec![("scratch0", 256)],
+        )
     })
     .await;
     assert!(

@@ -240,14 +240,7 @@ async fn day_two_edits_converge() {
          "storageClassOptions": {"additionalLabels": {"team": "db"}}},
         {"name": "extra", "deviceSelector": {"paths": ["/dev/loop13"]}}
     ]}}});
-    s.clusters()
-        .patch(
-            "my-lvmcluster",
-            &PatchParams::default(),
-            &Patch::Merge(&patch),
-        )
-        .await
-        .expect("editing the LVMCluster");
+    s.patch_cluster("my-lvmcluster", &patch).await;
 
     let fast = eventually(T, || async {
         scs.get_opt("lvms-fast")

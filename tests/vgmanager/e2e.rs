@@ -1,8 +1,8 @@
 use std::path::Path;
 use std::time::Duration;
 
-use kube::api::{Api, DeleteParams, Patch, PatchParams};
-use lvms::api::{LVMStateType, LVMVolumeGroupNodeStatus, VGStatus, VGStatusType};
+use kube::api::{Api, DeleteParams};
+use lvms::api::{LVMStateType, VGStatusType};
 use lvms::dev::operator::OperatorProcess;
 use lvms_journal::{Body, Journal};
 use serde_json::json;
@@ -14,33 +14,6 @@ use lvms_testkit::kubelet::{create_node, register_csi_node};
 use lvms_testkit::{Scenario, eventually};
 
 const T: Duration = Duration::from_secs(60);
-
-async fn entry(s: &Scenario, node: &str, vg: &str) -> Option<VGStatus> {
-    let api: Api<LVMVolumeGroupNodeStatus> = Api::namespaced(s.client.clone(), &s.ns.name);
-    let ns = api.get_opt(node).await.ok()??;
-    ns.spec.lvm_vg_status.into_iter().find(|e| e.name == vg)
-}
-
-async fn ready_entry(
-    s: &Scenario,
-    node: &str,
-    vg: &str,
-    pred: impl Fn(&VGStatus) -> bool,
-) -> VGStatus {
-    let got = eventually(T, || async {
-        entry(s, node, vg)
-            .await
-            .filter(|e| e.status == Some(VGStatusType::Ready) && pred(e))
-    })
-    .await;
-    match got {
-        Some(e) => e,
-        None => panic!(
-            "{node}/{vg} never Ready as expected; last: {:#?}",
-            entry(s, node, vg).await
-        ),
-    }
-}
 
 fn lvmd(s: &Scenario, node: &str) -> Option<String> {
     std::fs::read_to_string(s.lvmd_path(node)).ok()
@@ -108,7 +81,7 @@ async fn two_nodes_reach_ready_extend_reduce_and_tear_down() {
     ))
     .await;
 
-    let ea = ready_entry(&s, "node-a", &vga, |_| true).await;
+    let ea = s.ready_vg_entry("node-a", &vga, T, |_| true).await;
     assert_eq!(ea.devices, vec![a1.loop_dev.clone()]);
     let fs_excluded = ea
         .excluded
@@ -148,7 +121,7 @@ async fn two_nodes_reach_ready_extend_reduce_and_tear_down() {
         "{:?}",
         reasons(&b1.loop_dev)
     );
-    let eb = ready_entry(&s, "node-b", &vgb, |_| true).await;
+    let eb = s.ready_vg_entry("node-b", &vgb, T, |_| true).await;
     // node-a's /metrics: its class's VG gauges, as of the pass that made it Ready.
     let (_, text) = _va.diagnostics_get("/metrics").expect("GET /metrics");
     std::fs::write(s.dir.join("metrics-node-a.txt"), &text).expect("keeping the scrape");
@@ -179,26 +152,19 @@ async fn two_nodes_reach_ready_extend_reduce_and_tear_down() {
             {"name": vgb, "nodeSelector": host_selector("node-b"), "deviceSelector": {"paths": [b1.link]}}
         ]}}})
     };
-    s.clusters()
-        .patch(
-            "my-lvmcluster",
-            &PatchParams::default(),
-            &Patch::Merge(&edit(vec![a1.link.clone(), a2.link.clone()])),
-        )
-        .await
-        .expect("add a path");
-    let grown = ready_entry(&s, "node-a", &vga, |e| e.devices.len() == 2).await;
+    s.patch_cluster(
+        "my-lvmcluster",
+        &edit(vec![a1.link.clone(), a2.link.clone()]),
+    )
+    .await;
+    let grown = s
+        .ready_vg_entry("node-a", &vga, T, |e| e.devices.len() == 2)
+        .await;
     assert!(grown.devices.contains(&a2.loop_dev));
     assert_eq!(pvs_of(&vga).len(), 2);
-    s.clusters()
-        .patch(
-            "my-lvmcluster",
-            &PatchParams::default(),
-            &Patch::Merge(&edit(vec![a1.link.clone()])),
-        )
-        .await
-        .expect("remove a path");
-    ready_entry(&s, "node-a", &vga, |e| {
+    s.patch_cluster("my-lvmcluster", &edit(vec![a1.link.clone()]))
+        .await;
+    s.ready_vg_entry("node-a", &vga, T, |e| {
         e.devices == vec![a1.loop_dev.clone()]
     })
     .await;
@@ -262,7 +228,7 @@ async fn crash_at_vgcreate(tag: &str, point: &str) -> Option<String> {
         "vgcreate ran before the crash"
     );
     assert!(
-        entry(&s, "node-a", &vg)
+        s.vg_entry("node-a", &vg)
             .await
             .is_none_or(|e| e.status != Some(VGStatusType::Ready)),
         "the crash came before Ready was reported"
@@ -270,10 +236,8 @@ async fn crash_at_vgcreate(tag: &str, point: &str) -> Option<String> {
     drop(crashing);
 
     let _vm = s.vg_manager("node-a", &[]);
-    ready_entry(&s, "node-a", &vg, |e| {
-        e.devices == vec![d1.loop_dev.clone()]
-    })
-    .await;
+    s.ready_vg_entry("node-a", &vg, T, |e| e.devices == vec![d1.loop_dev.clone()])
+        .await;
     s.wait_state("my-lvmcluster", LVMStateType::Ready, T).await;
     let journal = s.vg_manager_journal("node-a");
     let creates = journal_intents(&journal, "vgcreate");
@@ -343,7 +307,7 @@ async fn dynamic_discovery_extends_when_a_new_disk_appears() {
         json!([{"name": vg, "default": true, "deviceDiscoveryPolicy": "Dynamic"}]),
     ))
     .await;
-    let e = ready_entry(&s, "node-a", &vg, |_| true).await;
+    let e = s.ready_vg_entry("node-a", &vg, T, |_| true).await;
     assert_eq!(e.devices, vec![d1.loop_dev.clone()]);
     assert_eq!(
         e.device_discovery_policy,
@@ -359,7 +323,9 @@ async fn dynamic_discovery_extends_when_a_new_disk_appears() {
 
     // A new disk appears on this node.
     std::fs::write(&allow, format!("{}\n{}\n", d1.link, d2.link)).expect("allowlist");
-    let grown = ready_entry(&s, "node-a", &vg, |e| e.devices.len() == 2).await;
+    let grown = s
+        .ready_vg_entry("node-a", &vg, T, |e| e.devices.len() == 2)
+        .await;
     assert!(grown.devices.contains(&d2.loop_dev), "{grown:#?}");
     let mut pvs = pvs_of(&vg);
     pvs.sort();
@@ -396,10 +362,8 @@ async fn force_wipe_wipes_once_then_builds_the_volume_group() {
                 "deviceSelector": {"paths": [d1.link], "forceWipeDevicesAndDestroyAllData": true}}]),
     ))
     .await;
-    ready_entry(&s, "node-a", &vg, |e| {
-        e.devices == vec![d1.loop_dev.clone()]
-    })
-    .await;
+    s.ready_vg_entry("node-a", &vg, T, |e| e.devices == vec![d1.loop_dev.clone()])
+        .await;
     assert_eq!(
         pvs_of(&vg),
         vec![d1.loop_dev.clone()],
