@@ -112,14 +112,20 @@ pub fn validate_lvs(
                 lv_attr: lv.lv_attr.clone(),
             });
         }
-        out.activate |= !attr.is_active();
-        let percent = lv
-            .metadata_percent
-            .ok_or_else(|| ValidateError::MetadataPercentMissing {
-                lv: lv.lv_name.clone(),
-            })?;
-        if percent > METADATA_WARNING_PERCENTAGE {
-            return Err(ValidateError::MetadataFull { percent });
+        let active = attr.is_active();
+        out.activate |= !active;
+        // An inactive pool has no metadata_percent (lvm2 reads it from the live mapping): the
+        // caller activates it and validates the report that follows. (LVMS checks the stale
+        // report right after activating, so its pass fails once and the next one succeeds.)
+        if active {
+            let percent =
+                lv.metadata_percent
+                    .ok_or_else(|| ValidateError::MetadataPercentMissing {
+                        lv: lv.lv_name.clone(),
+                    })?;
+            if percent > METADATA_WARNING_PERCENTAGE {
+                return Err(ValidateError::MetadataFull { percent });
+            }
         }
         let s = sizing(config)?;
         if config.chunk_size_calculation_policy == ChunkSizeCalculationPolicy::Static {
@@ -265,6 +271,21 @@ mod tests {
         assert_eq!(
             e.status_message(),
             "error while validating logical volumes in existing volume group: could not activate the inactive logical volume, maybe external repairs are necessary/already happening or there is another entity conflicting with vg-manager, cannot proceed until volume is activated again: lv_attr: twi-s-tz--"
+        );
+    }
+
+    /// Found on the real-kernel tier: a deactivated pool reports no metadata_percent, and
+    /// demanding one would keep it inactive forever.
+    #[test]
+    fn inactive_pool_without_metadata_percent_needs_activation() {
+        let v = validate_lvs("vg1", &cfg(), &pool("twi---tz--", None, Some(131_072))).unwrap();
+        assert!(v.activate);
+        assert_eq!(
+            validate_lvs("vg1", &cfg(), &pool("twi-a-tz--", None, Some(131_072))),
+            Err(ValidateError::MetadataPercentMissing {
+                lv: "thin-pool-1".into()
+            }),
+            "an active pool must report it"
         );
     }
 

@@ -457,13 +457,31 @@ impl VolumeGroupUnit {
                 .map_err(|e| warn(EventReason::ThinPoolCreateOrExtendFailed, e.message))?,
             thin::ThinPoolAction::UpToDate => {}
         }
-        let lvs = self.read_lvs().await?;
-        let v = validate::validate_lvs(&self.vg, tp, &lvs)
-            .map_err(|e| warn(EventReason::InconsistentLVs, e.status_message()))?;
+        let inconsistent =
+            |e: validate::ValidateError| warn(EventReason::InconsistentLVs, e.status_message());
+        let mut lvs = self.read_lvs().await?;
+        let mut v = validate::validate_lvs(&self.vg, tp, &lvs).map_err(inconsistent)?;
         if v.activate {
+            let activation_failed = |lvs: &LvReport| {
+                inconsistent(validate::ValidateError::ActivationFailed {
+                    lv_attr: lvs
+                        .all()
+                        .find(|lv| lv.lv_name == tp.name)
+                        .map(|lv| lv.lv_attr.clone())
+                        .unwrap_or_default(),
+                })
+            };
             let argv = commands::lvchange_activate(&self.vg, &tp.name).map_err(cmd_err)?;
-            self.host_step(steps, A::LvchangeActivate, argv, None)
-                .await?;
+            if let Err(e) = self.host_step(steps, A::LvchangeActivate, argv, None).await {
+                tracing::warn!(error = %e, "lvchange -ay of the thin pool failed");
+                return Err(activation_failed(&lvs));
+            }
+            // The metadata fill can only be read from the active pool.
+            lvs = self.read_lvs().await?;
+            v = validate::validate_lvs(&self.vg, tp, &lvs).map_err(inconsistent)?;
+            if v.activate {
+                return Err(activation_failed(&lvs));
+            }
         }
         if let Some(bytes) = v.extend_metadata_to {
             let argv =

@@ -34,14 +34,17 @@ fn ensure_binaries() -> PathBuf {
     cached_build(
         "deploy/dev/build-test-bins.sh",
         "the control-plane binaries",
+        &[],
     )
 }
 
 /// Runs one of the repo's cached-build scripts and returns the directory it prints; a failure
-/// is a loud panic with the script's own output (which names the fix).
-pub(crate) fn cached_build(script: &str, what: &str) -> PathBuf {
+/// is a loud panic with the script's own output (which names the fix). `envs` are the script's
+/// inputs (e.g. which kernel).
+pub(crate) fn cached_build(script: &str, what: &str, envs: &[(&str, &str)]) -> PathBuf {
     let out = Command::new("bash")
         .arg(repo().join(script))
+        .envs(envs.iter().copied())
         .output()
         .unwrap_or_else(|e| panic!("running {script} (is bash installed?): {e}"));
     assert!(
@@ -117,10 +120,16 @@ pub struct TestNs {
 
 impl TestNs {
     pub async fn new(prefix: &str) -> Self {
-        let client = client().await;
         static COUNTER: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
         let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let name = format!("{prefix}-{}-{n}", std::process::id());
+        Self::named(&format!("{prefix}-{}-{n}", std::process::id())).await
+    }
+
+    /// A namespace of exactly this name (a name something else already uses, e.g. a process
+    /// started before the scenario, that must be unique in the process and the cluster).
+    pub async fn named(name: &str) -> Self {
+        let client = client().await;
+        let name = name.to_string();
         Api::<Namespace>::all(client.clone())
             .create(&PostParams::default(), &fixtures::namespace(&name))
             .await

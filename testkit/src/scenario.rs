@@ -43,14 +43,24 @@ pub struct Scenario {
 
 impl Scenario {
     pub async fn new(prefix: &str) -> Self {
-        let guard = serial().await;
-        let client = client().await;
-        clean_cluster_scoped(&client).await;
         let prefix: String = prefix
             .chars()
             .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
             .collect();
-        let ns = TestNs::new(&prefix).await;
+        Self::start(TestNs::new(&prefix)).await
+    }
+
+    /// A scenario in the namespace `ns`, named before the scenario's turn came (e.g. by a guest
+    /// process already waiting for it).
+    pub async fn named(ns: &str) -> Self {
+        Self::start(TestNs::named(ns)).await
+    }
+
+    async fn start(ns: impl std::future::Future<Output = TestNs>) -> Self {
+        let guard = serial().await;
+        let client = client().await;
+        clean_cluster_scoped(&client).await;
+        let ns = ns.await;
         let dir = env().cp.dir.join("scenarios").join(&ns.name);
         std::fs::create_dir_all(&dir).expect("scenario dir");
         Scenario {

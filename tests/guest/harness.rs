@@ -1,29 +1,36 @@
-use lvms_testkit::guest::{Run, image, run};
+use lvms_testkit::guest::Job;
 
-/// The harness itself: the script runs as root on a kernel with device-mapper, sees its scratch
+use crate::group::Ctx;
+
+/// The harness itself: the job runs as root on a kernel with device-mapper, sees its scratch
 /// disk by serial, its files come back, and its exit status is the outcome's.
-#[test]
-fn a_script_runs_as_root_on_a_device_mapper_kernel_and_its_results_come_back() {
-    let image = image();
+pub async fn a_script_runs_as_root_on_a_device_mapper_kernel(ctx: Ctx) {
     let script = r#"
 set -eu
 id -u > "$GUEST_OUT/uid"
 uname -r > "$GUEST_OUT/release"
+pwd > "$GUEST_OUT/cwd"
 modprobe dm-mod
 dmsetup version > "$GUEST_OUT/dm"
-readlink -f /dev/disk/by-id/virtio-scratch-a > "$GUEST_OUT/disk"
-blockdev --getsize64 /dev/disk/by-id/virtio-scratch-a > "$GUEST_OUT/size"
+readlink -f /dev/disk/by-id/virtio-harness-a > "$GUEST_OUT/disk"
+blockdev --getsize64 /dev/disk/by-id/virtio-harness-a > "$GUEST_OUT/size"
+echo "LVMS-JOB-MARK $JOB checked" >/dev/console
 exit 3
 "#;
-    let out = run(image, &Run::new("harness", script).disk("scratch-a", 48));
-    assert_eq!(
-        out.status,
-        3,
-        "the script's own status; console:\n{}",
-        out.tail(30)
-    );
+    let guest = ctx
+        .member
+        .submit(Job::new("harness", script).disk("harness-a", 48));
+    guest.mark("checked").await;
+    assert_eq!(guest.exited().await, 3, "the job's own status");
+    let out = guest.outcome().await;
+    assert_eq!(out.status, 3, "console:\n{}", out.tail(30));
     assert_eq!(out.read("uid").trim(), "0");
-    assert_eq!(out.read("release").trim(), image.release());
+    assert_eq!(out.read("release").trim(), ctx.image.release());
+    assert_eq!(
+        out.read("cwd").trim(),
+        "/work/harness",
+        "each job in its own directory"
+    );
     assert!(
         out.read("dm").contains("Driver version"),
         "device-mapper answers in the guest: {}",

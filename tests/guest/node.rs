@@ -1,23 +1,29 @@
 //! One node in the guest: the operator on the host, `lvms vg-manager` in the guest (activation
 //! on), one LVMCluster created, waited Ready, deleted and waited gone; the guest records what
-//! lvm2 and device-mapper show at Ready and after the teardown.
+//! lvm2 and device-mapper show at Ready and after the teardown. Scenarios share the group's
+//! guest, each with its own node, namespace, VG, disks and vg-manager.
 
+use std::sync::atomic::{AtomicU16, Ordering};
 use std::time::Duration;
 
-use kube::api::DeleteParams;
+use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::events::v1::Event;
+use kube::Api;
+use kube::api::{DeleteParams, Patch, PatchParams};
 use lvms::api::{LVMStateType, VGStatus};
 use lvms_journal::{Body, Journal};
 use serde_json::Value;
 
 use lvms_testkit::fixtures::lvm_cluster;
-use lvms_testkit::guest::{Outcome, Run, guest_kubeconfig, image, run};
+use lvms_testkit::guest::{Job, Outcome};
 use lvms_testkit::kubelet::{create_node, register_csi_node};
-use lvms_testkit::process::lvms_bin;
-use lvms_testkit::{Scenario, env, eventually};
+use lvms_testkit::{Scenario, eventually};
 
-/// Software emulation is slow: each lvm2 command takes ~0.5–1 s in the guest.
-pub const T: Duration = Duration::from_secs(240);
-const API_PORT_IN_GUEST: u16 = 6443;
+use crate::group::Ctx;
+
+/// Software emulation is slow: each lvm2 command takes ~0.5–1 s in the guest, and the group's
+/// scenarios share one vCPU.
+pub const T: Duration = Duration::from_secs(300);
 
 /// What one guest node scenario does.
 pub struct NodeRun<'a> {
@@ -33,14 +39,22 @@ pub struct NodeRun<'a> {
     /// `LVMS_CRASH_AT` for a first vg-manager life that must end in SIGKILL; a second life
     /// without it then converges.
     pub crash_at: Option<String>,
-    /// Scratch disks (serial, MiB).
+    /// Scratch disks (serial, unique in the group; MiB).
     pub disks: Vec<(&'a str, u64)>,
     /// Day 2, once Ready: the device classes the host edits the LVMCluster to, and how many
     /// devices the class then reports Ready with.
     pub edit: Option<(Value, usize)>,
     /// Shell the guest runs once the class is Ready and recorded (e.g. wait for the edit's
-    /// effect and record it), before it waits for the teardown.
+    /// effect and record it), before it marks `teardown` and waits for it.
     pub after_ready: &'a str,
+    /// Host side after Ready: wake the node every few seconds (a Node label change wakes
+    /// every volume-group actor) until its entry satisfies this, e.g. a RAID turning Degraded.
+    pub until: Option<fn(&VGStatus) -> bool>,
+    /// An Event reason the scenario's namespace must show before the teardown.
+    pub event: Option<&'a str>,
+    /// Delete the LVMCluster and check that pool, VG and lvmd.yaml are gone. Off for a class
+    /// that cannot be torn down (a RAID VG with a member gone).
+    pub teardown: bool,
 }
 
 impl<'a> NodeRun<'a> {
@@ -58,24 +72,40 @@ impl<'a> NodeRun<'a> {
             disks,
             edit: None,
             after_ready: "",
+            until: None,
+            event: None,
+            teardown: true,
         }
     }
 }
 
-/// The finished scenario: the guest's outcome (status already checked) and the Ready entry.
+/// The finished scenario: the guest's outcome (status already checked), the Ready entry, the
+/// entry `until` waited for, and the scenario's node.
 pub struct NodeResult {
     pub out: Outcome,
     pub ready: VGStatus,
+    pub until: Option<VGStatus>,
+    pub node: String,
+    /// The Event `event` waited for.
+    pub event: Option<Event>,
 }
 
-/// The scenario's own node (Nodes and CSINodes are cluster-scoped; scenarios run in parallel).
-fn node_name(r: &NodeRun<'_>) -> String {
-    format!("guest-{}", r.name)
+/// A scratch disk's stable path in the guest.
+pub fn by_id(serial: &str) -> String {
+    format!("/dev/disk/by-id/virtio-{serial}")
 }
 
-fn script(r: &NodeRun<'_>, ns: &str) -> String {
-    let node = node_name(r);
+/// Each vg-manager in a guest serves its metrics on a port of its own.
+fn diagnostics_port() -> u16 {
+    static NEXT: AtomicU16 = AtomicU16::new(9100);
+    NEXT.fetch_add(1, Ordering::Relaxed)
+}
+
+/// The guest script; `$VGM` is the scenario's vg-manager directory and `$DIAG` its metrics
+/// address, for the scenario's own shell.
+fn script(r: &NodeRun<'_>, ns: &str, node: &str, diag: u16) -> String {
     let vg = &r.vg;
+    let name = r.name;
     let ready_check = match r.pool {
         Some(pool) => format!("lvs {vg}/{pool}"),
         None => format!("vgs {vg}"),
@@ -93,99 +123,90 @@ echo $? >"$GUEST_OUT/first-life-status"
         r#"
 set -u
 modprobe dm-thin-pool
-mkdir -p /run/vgm
+VGM=/run/vgm-{name} DIAG=127.0.0.1:{diag}
+mkdir -p $VGM
 {prepare}
 start() {{
-  KUBECONFIG=/work/kubeconfig RUST_LOG=info ./lvms vg-manager --node-name {node} \
-    --namespace {ns} --host-command-prefix "" --lvmd-config /run/vgm/lvmd.yaml \
-    --journal-dir /run/vgm/journal --lock-file /run/vgm/lock \
-    --diagnostics-addr 127.0.0.1:9100 --debounce-ms 20 >>"$GUEST_OUT/vg-manager.log" 2>&1 &
+  KUBECONFIG=/work/kubeconfig RUST_LOG=info /work/lvms vg-manager --node-name {node} \
+    --namespace {ns} --host-command-prefix "" --lvmd-config $VGM/lvmd.yaml \
+    --journal-dir $VGM/journal --lock-file $VGM/lock \
+    --diagnostics-addr $DIAG --debounce-ms 20 >>"$GUEST_OUT/vg-manager.log" 2>&1 &
   vgm=$!
 }}
 fail() {{ echo "guest: $1"; tail -30 "$GUEST_OUT/vg-manager.log"; kill $vgm; exit "$2"; }}
 {first_life}start
+# The host side comes when the scenarios before it are done (they take turns), so this wait
+# can be long; it reads a file, never lvm2 (every lvm2 command costs ~0.5 s of the one vCPU the
+# group's jobs share). lvmd.yaml names the class once vg-manager has built it.
 i=0
-until {ready_check} >/dev/null 2>&1; do
-  i=$((i+1)); [ $i -gt 480 ] && fail "no {vg} ({ready_check}) after 240 s" 10; sleep 0.5
+until grep -q "volume-group: {vg}" $VGM/lvmd.yaml 2>/dev/null; do
+  i=$((i+1)); [ $i -gt 1800 ] && fail "no lvmd.yaml entry for {vg} after 900 s" 12; sleep 0.5
 done
-# lvmd.yaml names the class once vg-manager reports it Ready.
-i=0
-until grep -q "volume-group: {vg}" /run/vgm/lvmd.yaml 2>/dev/null; do
-  i=$((i+1)); [ $i -gt 480 ] && fail "no lvmd.yaml entry for {vg} after 240 s" 12; sleep 0.5
-done
+{ready_check} >/dev/null 2>&1 || fail "lvmd.yaml names {vg} but lvm2 has no {ready_check}" 10
 lvs -a --reportformat json --units b --nosuffix \
   -o lv_name,lv_attr,lv_size,lv_metadata_size,chunk_size {vg} >"$GUEST_OUT/lvs.json"
 vgs --reportformat json --units b --nosuffix -o vg_name,vg_size {vg} >"$GUEST_OUT/vgs.json"
 dmsetup ls >"$GUEST_OUT/dmsetup-ready.txt" 2>&1
-cp /run/vgm/lvmd.yaml "$GUEST_OUT/lvmd.yaml"
+cp $VGM/lvmd.yaml "$GUEST_OUT/lvmd.yaml"
 # The class's gauges are set when the pass that made it Ready ends.
 i=0
-until wget -qO "$GUEST_OUT/metrics-ready.txt" http://127.0.0.1:9100/metrics \
+until wget -qO "$GUEST_OUT/metrics-ready.txt" http://$DIAG/metrics \
   && grep -q 'topolvm_volumegroup_size_bytes{{.*{vg}' "$GUEST_OUT/metrics-ready.txt"; do
-  i=$((i+1)); [ $i -gt 120 ] && fail "no gauges for {vg} 60 s after Ready" 14; sleep 0.5
+  i=$((i+1)); [ $i -gt 240 ] && fail "no gauges for {vg} 120 s after Ready" 14; sleep 0.5
 done
 {after_ready}
-# The host deletes the LVMCluster once the class is Ready; vg-manager removes pool and VG.
-i=0
-while vgs {vg} >/dev/null 2>&1; do
-  i=$((i+1)); [ $i -gt 480 ] && fail "VG {vg} still there 240 s later" 11; sleep 0.5
-done
-dmsetup ls >"$GUEST_OUT/dmsetup-after.txt" 2>&1
-# The class's lvmd.yaml entry goes after the VG (the file with its last class).
-i=0
-while [ -e /run/vgm/lvmd.yaml ] && [ $i -lt 120 ]; do i=$((i+1)); sleep 0.5; done
-[ -e /run/vgm/lvmd.yaml ] && echo kept >"$GUEST_OUT/lvmd-kept"
+echo "LVMS-JOB-MARK $JOB teardown" >/dev/console
+{teardown}
 kill $vgm; wait $vgm
-cp -a /run/vgm/journal "$GUEST_OUT/journal"
+cp -a $VGM/journal "$GUEST_OUT/journal"
 exit 0
 "#,
         prepare = r.prepare,
         after_ready = r.after_ready,
+        teardown = if r.teardown {
+            TEARDOWN.replace("{vg}", vg)
+        } else {
+            String::new()
+        },
     )
 }
 
-/// Runs the scenario and fails the test, with the guest's console, when the guest script did
-/// not get through Ready and teardown.
-pub async fn run_node(r: NodeRun<'_>) -> NodeResult {
-    let image = tokio::task::spawn_blocking(|| image().clone())
-        .await
-        .expect("guest image");
-    let s = Scenario::new(&format!("guest-{}", r.name)).await;
-    let node = node_name(&r);
+/// The guest's half of the teardown: the host deletes the LVMCluster; vg-manager removes pool
+/// and VG, then the class's lvmd.yaml entry (here the file, with its last class), so the wait
+/// reads the file.
+const TEARDOWN: &str = r#"i=0
+while [ -e $VGM/lvmd.yaml ]; do
+  i=$((i+1)); [ $i -gt 1200 ] && { echo kept >"$GUEST_OUT/lvmd-kept"; fail "lvmd.yaml still there 600 s later" 11; }; sleep 0.5
+done
+vgs {vg} >/dev/null 2>&1 && fail "lvmd.yaml is gone but VG {vg} is still there" 11
+dmsetup ls >"$GUEST_OUT/dmsetup-after.txt" 2>&1"#;
+
+/// Runs the scenario in the group's guest and fails the test, with the job's console lines,
+/// when the guest script did not get through Ready (and teardown).
+pub async fn run_node(ctx: Ctx, r: NodeRun<'_>) -> NodeResult {
+    // Named before the scenario's turn: the guest job starts with the group's boot.
+    let node = format!("guest-{}", r.name);
+    let ns = format!("{node}-{}", std::process::id());
+    let mut job = Job::new(r.name, &script(&r, &ns, &node, diagnostics_port()));
+    for (serial, mib) in &r.disks {
+        job = job.disk(serial, *mib);
+    }
+    let guest = ctx.member.submit(job);
+
+    let s = Scenario::named(&ns).await;
     create_node(&s.client, &node, false).await;
     register_csi_node(&s.client, &node, true).await;
     let _op = s.operator(&[], &[]);
-
-    let (kubeconfig, certs) = guest_kubeconfig(&env().cp.kubeconfig, API_PORT_IN_GUEST);
-    let kc_path = s.dir.join("guest.kubeconfig");
-    std::fs::write(&kc_path, kubeconfig).expect("guest kubeconfig");
-    let mut spec = Run::new(r.name, &script(&r, &s.ns.name))
-        .forward(API_PORT_IN_GUEST, env().cp.api_port)
-        .binary("lvms", lvms_bin())
-        .file("kubeconfig", &kc_path);
-    for (serial, mib) in &r.disks {
-        spec = spec.disk(serial, *mib);
-    }
-    for (name, path) in certs {
-        spec = spec.file(&name, path);
-    }
-    spec.timeout = Duration::from_secs(420);
-    let mut guest = tokio::task::spawn_blocking(move || run(&image, &spec));
-
     s.create_cluster(lvm_cluster("my-lvmcluster", r.classes.clone()))
         .await;
-    // A guest that ends (or panics) before Ready fails the test now, not after the timeout.
+    // A job that ends before Ready fails the test now, not after the timeout. Its own lines are
+    // in the streamed console (prefixed `[job]`).
     let ready = tokio::select! {
         ready = s.ready_vg_entry(&node, &r.vg, T, |_| true) => ready,
-        ended = &mut guest => match ended {
-            Ok(out) => panic!(
-                "the guest ended (status {}) before {node}/{} was Ready; console:\n{}",
-                out.status,
-                r.vg,
-                out.tail(40)
-            ),
-            Err(e) => std::panic::resume_unwind(e.into_panic()),
-        },
+        status = guest.exited() => panic!(
+            "the guest job {} ended (status {status}) before {node}/{} was Ready:\n{}",
+            r.name, r.vg, guest.outcome().await.tail(40)
+        ),
     };
     s.wait_state("my-lvmcluster", LVMStateType::Ready, T).await;
     if let Some((classes, devices)) = &r.edit {
@@ -194,42 +215,101 @@ pub async fn run_node(r: NodeRun<'_>) -> NodeResult {
         s.ready_vg_entry(&node, &r.vg, T, |e| e.devices.len() == *devices)
             .await;
     }
+    let until = match r.until {
+        Some(pred) => Some(nudge_until(&s, &node, &r.vg, pred).await),
+        None => None,
+    };
+    tokio::select! {
+        () = guest.mark("teardown") => {}
+        status = guest.exited() => panic!(
+            "the guest job {} ended (status {status}) before its teardown:\n{}",
+            r.name, guest.outcome().await.tail(40)
+        ),
+    }
+    let event = match r.event {
+        Some(reason) => Some(
+            eventually(T, || async {
+                s.events()
+                    .await
+                    .into_iter()
+                    .find(|e| e.reason.as_deref() == Some(reason))
+            })
+            .await
+            .unwrap_or_else(|| panic!("no {reason} Event in {}", s.ns.name)),
+        ),
+        None => None,
+    };
 
-    s.clusters()
-        .delete("my-lvmcluster", &DeleteParams::default())
+    if r.teardown {
+        s.clusters()
+            .delete("my-lvmcluster", &DeleteParams::default())
+            .await
+            .expect("delete");
+        register_csi_node(&s.client, &node, false).await;
+        eventually(T, || async {
+            s.cluster("my-lvmcluster").await.is_none().then_some(())
+        })
         .await
-        .expect("delete");
-    register_csi_node(&s.client, &node, false).await;
-    eventually(T, || async {
-        s.cluster("my-lvmcluster").await.is_none().then_some(())
-    })
-    .await
-    .expect("LVMCluster deleted after vg-manager cleaned up in the guest");
+        .expect("LVMCluster deleted after vg-manager cleaned up in the guest");
+    }
 
-    let out = guest.await.expect("guest thread");
+    let out = guest.outcome().await;
     assert_eq!(
         out.status,
         0,
-        "guest scenario failed; console:\n{}",
+        "guest scenario failed; its console:\n{}",
         out.tail(40)
     );
-    let dm = out.read("dmsetup-after.txt");
-    assert!(
-        !dm.contains(&r.vg),
-        "device-mapper devices of {} left after deletion:\n{dm}",
-        r.vg
-    );
-    assert!(
-        !out.out.join("lvmd-kept").exists(),
-        "lvmd.yaml kept after its last class was removed"
-    );
+    if r.teardown {
+        let dm = out.read("dmsetup-after.txt");
+        assert!(
+            !dm.contains(&r.vg),
+            "device-mapper devices of {} left after deletion:\n{dm}",
+            r.vg
+        );
+        assert!(
+            !out.out.join("lvmd-kept").exists(),
+            "lvmd.yaml kept after its last class was removed"
+        );
+    }
     println!(
-        "guest scenario {} took {:.1} s (kernel {})",
+        "guest scenario {} ended {:.1} s after boot (kernel {})",
         r.name,
         out.elapsed.as_secs_f64(),
-        lvms_testkit::guest::image().release()
+        ctx.image.release()
     );
-    NodeResult { out, ready }
+    NodeResult {
+        out,
+        ready,
+        until,
+        node,
+        event,
+    }
+}
+
+/// Patches a label on `node` every 3 s (each change wakes every volume-group actor of its
+/// vg-manager, as any Node update does) until its `vg` entry satisfies `pred`.
+async fn nudge_until(s: &Scenario, node: &str, vg: &str, pred: fn(&VGStatus) -> bool) -> VGStatus {
+    let nodes: Api<Node> = Api::all(s.client.clone());
+    let started = std::time::Instant::now();
+    let mut n = 0u32;
+    loop {
+        n += 1;
+        if let Some(e) = s.vg_entry(node, vg).await.filter(pred) {
+            return e;
+        }
+        assert!(
+            started.elapsed() < T,
+            "{node}/{vg} never reached the expected state; last: {:#?}",
+            s.vg_entry(node, vg).await
+        );
+        let patch = serde_json::json!({"metadata": {"labels": {"lvms.test/nudge": n.to_string()}}});
+        nodes
+            .patch(node, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .expect("nudge the node");
+        tokio::time::sleep(Duration::from_secs(3)).await;
+    }
 }
 
 /// The row of `lvs --reportformat json` for `lv`.

@@ -1,72 +1,197 @@
+use lvms::api::{RaidHealthStatus, VGStatus, VGStatusType};
 use serde_json::{Value, json};
 
-use crate::node::{NodeRun, run_node};
+use crate::group::Ctx;
+use crate::node::{NodeRun, by_id, run_node};
 
-/// What TopoLVM does with the class's lvmd.yaml `lvcreate-options` (`--type raid1 -m 1`): a
-/// raid1 LV on the VG vg-manager built, recorded, then removed again so the teardown can run
-/// (it refuses while user volumes exist, and retries).
+/// What TopoLVM does with the class's lvmd.yaml `lvcreate-options`: an LV made with exactly
+/// those options on the VG vg-manager built, recorded. `$OPTS` holds them once read.
 const RAID_LV: &str = r#"
 modprobe dm-raid
-lvcreate -y --type raid1 -m 1 -L 16m -n raidlv "$VG" >"$GUEST_OUT/lvcreate.txt" 2>&1 \
-  || fail "lvcreate of a raid1 LV with the class's options failed: $(cat "$GUEST_OUT/lvcreate.txt")" 16
-lvs -a --reportformat json -o lv_name,lv_layout,lv_attr,devices "$VG" >"$GUEST_OUT/lvs-raid.json"
-lvremove -y "$VG/raidlv" >/dev/null
+OPTS=$(awk '/lvcreate-options:/{f=1;next} f&&/^ *- /{sub(/^ *- /,""); gsub(/["\047]/,""); printf "%s ",$0; next} {f=0}' $VGM/lvmd.yaml)
+[ -n "$OPTS" ] || fail "no lvcreate-options in lvmd.yaml" 16
+echo "$OPTS" >"$GUEST_OUT/lvcreate-options.txt"
+lvcreate -y $OPTS -L 16m -n raidlv "$VG" >"$GUEST_OUT/lvcreate.txt" 2>&1 \
+  || fail "lvcreate with the class's options ($OPTS) failed: $(cat "$GUEST_OUT/lvcreate.txt")" 16
+lvs -a --reportformat json -o lv_name,lv_layout,lv_attr,lv_health_status,devices "$VG" >"$GUEST_OUT/lvs-raid.json"
 "#;
 
+/// Then removed again, so the teardown can run (it refuses while user volumes exist).
+const REMOVE_LV: &str = r#"lvremove -y "$VG/raidlv" >/dev/null"#;
+
+fn raid_class(vg: &str, disks: &[&str], raid: Value) -> Value {
+    let paths: Vec<String> = disks.iter().map(|d| by_id(d)).collect();
+    json!([{
+        "name": vg, "default": true,
+        "deviceSelector": {"paths": paths},
+        "raidConfig": raid
+    }])
+}
+
+/// The `lvs -a` rows of the RAID LV's legs (`raidlv_rimage_N`) and the PV each sits on.
+fn legs(lvs: &Value) -> Vec<String> {
+    lvs["report"][0]["lv"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|r| r["lv_name"].as_str().unwrap_or_default().contains("rimage"))
+        .map(|r| {
+            let dev = r["devices"].as_str().unwrap_or_default();
+            dev.split('(').next().unwrap_or_default().to_string()
+        })
+        .collect()
+}
+
+fn layout(lvs: &Value) -> String {
+    lvs["report"][0]["lv"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|r| r["lv_name"] == "raidlv")
+        .and_then(|r| r["lv_layout"].as_str())
+        .unwrap_or_else(|| panic!("no raidlv in {lvs}"))
+        .to_string()
+}
+
 /// A raid1 class on a real kernel: vg-manager builds the VG on both member disks and writes the
-/// raid lvcreate options into lvmd.yaml; a raid1 LV made with them mirrors across the two PVs
-/// (two rimage legs on different devices); the class tears down.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_raid1_class_builds_a_vg_whose_lvmd_options_make_a_mirrored_lv() {
+/// raid lvcreate options into lvmd.yaml; an LV made with them mirrors across the two PVs (two
+/// rimage legs on different devices); the class reports Healthy RAID and tears down.
+pub async fn a_raid1_class_builds_a_vg_whose_lvmd_options_make_a_mirrored_lv(ctx: Ctx) {
     let vg = format!("r{}", std::process::id());
-    let after = format!("VG={vg}\n{RAID_LV}");
-    let r = run_node(NodeRun {
-        after_ready: &after,
-        ..NodeRun::new(
-            "raid1",
-            &vg,
-            json!([{
-                "name": vg, "default": true,
-                "deviceSelector": {"paths": [
-                    "/dev/disk/by-id/virtio-scratch0", "/dev/disk/by-id/virtio-scratch1"
-                ]},
-                "raidConfig": {"type": "raid1", "mirrors": 1}
-            }]),
-            vec![("scratch0", 128), ("scratch1", 128)],
-        )
-    })
+    let after = format!("VG={vg}\n{RAID_LV}\n{REMOVE_LV}");
+    let r = run_node(
+        ctx,
+        NodeRun {
+            after_ready: &after,
+            ..NodeRun::new(
+                "raid1",
+                &vg,
+                raid_class(&vg, &["r1a", "r1b"], json!({"type": "raid1", "mirrors": 1})),
+                vec![("r1a", 128), ("r1b", 128)],
+            )
+        },
+    )
     .await;
     assert_eq!(r.ready.devices.len(), 2, "{:?}", r.ready.devices);
-    let lvmd = r.out.read("lvmd.yaml");
-    assert!(
-        lvmd.contains("lvcreate-options") && lvmd.contains("raid1"),
-        "lvmd.yaml carries the raid options TopoLVM passes to lvcreate:\n{lvmd}"
+    let opts = r.out.read("lvcreate-options.txt");
+    assert_eq!(opts.trim(), "--type raid1 -m 1", "lvmd.yaml's raid options");
+    let lvs: Value = serde_json::from_str(&r.out.read("lvs-raid.json")).expect("lvs json");
+    assert!(layout(&lvs).contains("raid1"), "{lvs}");
+    let legs = legs(&lvs);
+    assert_eq!(legs.len(), 2, "two mirror legs: {lvs}");
+    assert_ne!(legs[0], legs[1], "the legs sit on different PVs: {legs:?}");
+}
+
+/// A striped RAID level with parity: raid5 over three disks (two data stripes), its options
+/// (`--type raid5 --stripes 2 --stripesize 64k`) in lvmd.yaml; an LV made with them has three
+/// legs on three different PVs.
+pub async fn a_raid5_class_stripes_an_lv_with_parity_across_three_pvs(ctx: Ctx) {
+    let vg = format!("p{}", std::process::id());
+    let after = format!("VG={vg}\nmodprobe raid456\n{RAID_LV}\n{REMOVE_LV}");
+    let r = run_node(
+        ctx,
+        NodeRun {
+            after_ready: &after,
+            ..NodeRun::new(
+                "raid5",
+                &vg,
+                raid_class(
+                    &vg,
+                    &["r5a", "r5b", "r5c"],
+                    json!({"type": "raid5", "stripes": 2, "stripeSize": "64Ki"}),
+                ),
+                vec![("r5a", 128), ("r5b", 128), ("r5c", 128)],
+            )
+        },
+    )
+    .await;
+    assert_eq!(r.ready.devices.len(), 3, "{:?}", r.ready.devices);
+    assert_eq!(
+        r.out.read("lvcreate-options.txt").trim(),
+        "--type raid5 --stripes 2 --stripesize 64k",
+        "lvmd.yaml's raid options"
     );
     let lvs: Value = serde_json::from_str(&r.out.read("lvs-raid.json")).expect("lvs json");
-    let rows = lvs["report"][0]["lv"]
+    assert!(layout(&lvs).contains("raid5"), "{lvs}");
+    let mut legs = legs(&lvs);
+    assert_eq!(legs.len(), 3, "two data stripes and parity: {lvs}");
+    legs.sort();
+    legs.dedup();
+    assert_eq!(legs.len(), 3, "on three different PVs: {lvs}");
+}
+
+/// After Ready, with a raid1 LV on the class: one member disk is removed from the guest at run
+/// time (its PCI device removed, the kernel path of a hot-unplug); the RAID LV goes partial and
+/// vg-manager's next pass fails the RAID health check and waits.
+const LOSE_A_DISK: &str = r#"
+dev=$(readlink -f /dev/disk/by-id/virtio-lost1); b=${dev#/dev/}
+pci=$(readlink -f /sys/block/$b/device/..)
+[ -e "$pci/remove" ] || fail "no PCI device behind $dev ($pci)" 19
+echo 1 >"$pci/remove"
+i=0
+while [ -e "/sys/block/$b" ]; do
+  i=$((i+1)); [ $i -gt 120 ] && fail "$dev still there after its PCI device was removed" 19; sleep 0.5
+done
+lvs -a --reportformat json -o lv_name,lv_attr,lv_health_status "$VG" >"$GUEST_OUT/lvs-lost.json" 2>/dev/null
+pvs --reportformat json -o pv_name,vg_name,pv_missing >"$GUEST_OUT/pvs-lost.json" 2>/dev/null
+# The host wakes vg-manager until its status shows the failure; the guest waits for the pass.
+i=0
+until grep -q RAIDHealthCheckFailed "$GUEST_OUT/vg-manager.log"; do
+  i=$((i+1)); [ $i -gt 600 ] && fail "vg-manager never failed the RAID health check" 20; sleep 0.5
+done
+"#;
+
+fn failed_raid(e: &VGStatus) -> bool {
+    matches!(
+        e.status,
+        Some(VGStatusType::Degraded) | Some(VGStatusType::Failed)
+    )
+}
+
+/// LVMS's RAID health reporting on a real failure: a member disk of a raid1 class is removed
+/// from the guest while the class is Ready; the node's entry leaves Ready (Failed, naming the VG
+/// with missing PVs, as LVMS's checkRAIDVGHealth does) and a `RAIDHealthCheckFailed` Warning is
+/// published. The class is not torn down: a VG with a missing PV needs a person.
+pub async fn a_member_disk_removed_at_run_time_fails_the_raid_health_check(ctx: Ctx) {
+    let vg = format!("l{}", std::process::id());
+    let after = format!("VG={vg}\n{RAID_LV}\n{LOSE_A_DISK}");
+    let r = run_node(
+        ctx,
+        NodeRun {
+            after_ready: &after,
+            until: Some(failed_raid),
+            event: Some("RAIDHealthCheckFailed"),
+            teardown: false,
+            ..NodeRun::new(
+                "raid-lost",
+                &vg,
+                raid_class(&vg, &["lost0", "lost1"], json!({"type": "raid1"})),
+                vec![("lost0", 128), ("lost1", 128)],
+            )
+        },
+    )
+    .await;
+    let raid = r.ready.raid_status.as_ref().map(|h| h.status);
+    assert_eq!(
+        raid,
+        Some(RaidHealthStatus::Healthy),
+        "Ready and healthy first: {:?}",
+        r.ready
+    );
+    let lost: Value = serde_json::from_str(&r.out.read("lvs-lost.json")).expect("lvs json");
+    let health = lost["report"][0]["lv"]
         .as_array()
-        .cloned()
-        .unwrap_or_default();
-    let raid = rows
-        .iter()
-        .find(|r| r["lv_name"] == "raidlv")
-        .unwrap_or_else(|| panic!("no raidlv in {lvs}"));
-    assert!(
-        raid["lv_layout"]
-            .as_str()
-            .unwrap_or_default()
-            .contains("raid1"),
-        "{raid}"
-    );
-    let legs: Vec<String> = rows
-        .iter()
-        .filter(|r| r["lv_name"].as_str().unwrap_or_default().contains("rimage"))
-        .map(|r| r["devices"].as_str().unwrap_or_default().to_string())
-        .collect();
-    assert_eq!(legs.len(), 2, "two mirror legs: {lvs}");
-    assert_ne!(
-        legs[0].split('(').next(),
-        legs[1].split('(').next(),
-        "the legs sit on different PVs: {legs:?}"
-    );
+        .into_iter()
+        .flatten()
+        .find(|row| row["lv_name"] == "raidlv")
+        .and_then(|row| row["lv_health_status"].as_str())
+        .unwrap_or_default()
+        .to_string();
+    assert_eq!(health, "partial", "lvm2 sees the RAID LV partial: {lost}");
+    let e = r.until.expect("the entry after the loss");
+    assert!(e.reason.contains(&vg), "the reason names the VG: {e:?}");
+    let warning = r
+        .event
+        .expect("run_node waited for the RAIDHealthCheckFailed Event");
+    assert_eq!(warning.type_.as_deref(), Some("Warning"), "{warning:?}");
 }

@@ -1,14 +1,12 @@
 use serde_json::{Value, json};
 
-use crate::node::{NodeRun, bytes, lv, one_step_after_the_crash, run_node};
+use crate::group::Ctx;
+use crate::node::{NodeRun, by_id, bytes, lv, one_step_after_the_crash, run_node};
 
 const POOL: &str = "thin-pool-1";
 
 fn thin_class(vg: &str, paths: &[&str]) -> Value {
-    let paths: Vec<String> = paths
-        .iter()
-        .map(|s| format!("/dev/disk/by-id/virtio-{s}"))
-        .collect();
+    let paths: Vec<String> = paths.iter().map(|s| by_id(s)).collect();
     json!([{
         "name": vg, "default": true,
         "deviceSelector": {"paths": paths},
@@ -29,7 +27,7 @@ one_disk=$(vgsize)
 # Grown: the VG has the second disk and the pool is back at >= 78 % of it.
 i=0
 until [ "$(vgsize)" -gt "$one_disk" ] && [ $(( $(num lv_size "$VG/$POOL") * 100 )) -ge $(( $(vgsize) * 78 )) ]; do
-  i=$((i+1)); [ $i -gt 480 ] && fail "the pool never grew with the second disk" 13; sleep 0.5
+  i=$((i+1)); [ $i -gt 600 ] && fail "the pool never grew with the second disk" 13; sleep 0.5
 done
 lvs -a --reportformat json --units b --nosuffix \
   -o lv_name,lv_attr,lv_size,lv_metadata_size,chunk_size "$VG" >"$GUEST_OUT/lvs-grown.json"
@@ -38,7 +36,7 @@ vgs --reportformat json --units b --nosuffix -o vg_name,vg_size "$VG" >"$GUEST_O
 pool=$(num lv_size "$VG/$POOL")
 gauge() { grep "^topolvm_thinpool_size_bytes{.*$VG" "$1" | awk '{printf "%.0f", $NF}'; }
 i=0
-until wget -qO "$GUEST_OUT/metrics-grown.txt" http://127.0.0.1:9100/metrics \
+until wget -qO "$GUEST_OUT/metrics-grown.txt" http://$DIAG/metrics \
   && [ "$(gauge "$GUEST_OUT/metrics-grown.txt")" = "$pool" ]; do
   i=$((i+1)); [ $i -gt 120 ] && fail "the pool gauge is not $pool 60 s after the extension" 15; sleep 0.5
 done
@@ -49,21 +47,23 @@ done
 /// metadata size, reports Ready with `topolvm_thinpool_*` gauges read from the real pool,
 /// extends the pool when a second disk joins the VG, and on deletion deactivates and removes
 /// pool and VG, leaving no device-mapper device behind.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_thin_class_gets_an_active_pool_sized_as_configured_and_is_torn_down() {
+pub async fn a_thin_class_gets_an_active_pool_sized_as_configured_and_is_torn_down(ctx: Ctx) {
     let vg = format!("g{}", std::process::id());
     let after = format!("VG={vg} POOL={POOL}\n{AFTER_GROWTH}");
-    let r = run_node(NodeRun {
-        pool: Some(POOL),
-        edit: Some((thin_class(&vg, &["scratch0", "scratch1"]), 2)),
-        after_ready: &after,
-        ..NodeRun::new(
-            "thin",
-            &vg,
-            thin_class(&vg, &["scratch0"]),
-            vec![("scratch0", 256), ("scratch1", 256)],
-        )
-    })
+    let r = run_node(
+        ctx,
+        NodeRun {
+            pool: Some(POOL),
+            edit: Some((thin_class(&vg, &["thin0", "thin1"]), 2)),
+            after_ready: &after,
+            ..NodeRun::new(
+                "thin",
+                &vg,
+                thin_class(&vg, &["thin0"]),
+                vec![("thin0", 256), ("thin1", 256)],
+            )
+        },
+    )
     .await;
     assert!(
         r.ready.devices.len() == 1 && r.ready.devices[0].starts_with("/dev/vd"),
@@ -101,7 +101,7 @@ async fn a_thin_class_gets_an_active_pool_sized_as_configured_and_is_torn_down()
         lvmd.contains(&format!("volume-group: {vg}")) && lvmd.contains(POOL),
         "lvmd.yaml names the VG and its pool:\n{lvmd}"
     );
-    assert_gauges(out, "metrics-ready.txt", &vg, bytes(&p, "lv_size"));
+    assert_gauges(out, "metrics-ready.txt", &vg, &r.node, bytes(&p, "lv_size"));
 
     // Day 2: the second disk joins the VG and the pool grows to 80 % of the bigger VG.
     let grown: Value = serde_json::from_str(&out.read("lvs-grown.json")).expect("lvs json");
@@ -118,17 +118,22 @@ async fn a_thin_class_gets_an_active_pool_sized_as_configured_and_is_torn_down()
         (0.78..=0.81).contains(&ratio),
         "the extended pool is {ratio:.3} of the grown VG, sizePercent 80"
     );
-    assert_gauges(out, "metrics-grown.txt", &vg, bytes(&g, "lv_size"));
+    assert_gauges(out, "metrics-grown.txt", &vg, &r.node, bytes(&g, "lv_size"));
 }
 
 /// vg-manager's `topolvm_thinpool_*` gauges for the class agree with the real pool: its size,
 /// an empty pool's data usage, some metadata in use, and ratio × size available to overprovision.
-fn assert_gauges(out: &lvms_testkit::guest::Outcome, file: &str, vg: &str, pool_size: u64) {
+fn assert_gauges(
+    out: &lvms_testkit::guest::Outcome,
+    file: &str,
+    vg: &str,
+    node: &str,
+    pool_size: u64,
+) {
     let text = out.read(file);
     let m = lvms::telemetry::metrics::exposition::parse(&text)
         .unwrap_or_else(|e| panic!("{file}: {e}"));
-    // The scenario's node (see node.rs).
-    let at = [("device_class", vg), ("node", "guest-thin")];
+    let at = [("device_class", vg), ("node", node)];
     let gauge = |name: &str| {
         m.value(name, &at)
             .unwrap_or_else(|| panic!("no {name} for {at:?} in {file}:\n{text}"))
@@ -154,19 +159,23 @@ fn assert_gauges(out: &lvms_testkit::guest::Outcome, file: &str, vg: &str, pool_
 
 /// SIGKILL between the thin pool's `lvcreate` and its outcome, with activation on: the restarted
 /// vg-manager finds the pool on the host, never runs `lvcreate` again, and converges.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sigkill_between_the_thin_pool_lvcreate_and_its_outcome_never_creates_it_twice() {
+pub async fn sigkill_between_the_thin_pool_lvcreate_and_its_outcome_never_creates_it_twice(
+    ctx: Ctx,
+) {
     let vg = format!("k{}", std::process::id());
-    let r = run_node(NodeRun {
-        pool: Some(POOL),
-        crash_at: Some(format!("applied:vg/{vg}#lvcreate-thin-pool")),
-        ..NodeRun::new(
-            "thin-crash",
-            &vg,
-            thin_class(&vg, &["scratch0"]),
-            vec![("scratch0", 256)],
-        )
-    })
+    let r = run_node(
+        ctx,
+        NodeRun {
+            pool: Some(POOL),
+            crash_at: Some(format!("applied:vg/{vg}#lvcreate-thin-pool")),
+            ..NodeRun::new(
+                "thin-crash",
+                &vg,
+                thin_class(&vg, &["tcrash0"]),
+                vec![("tcrash0", 256)],
+            )
+        },
+    )
     .await;
     let replay = one_step_after_the_crash(&r.out, "lvcreate-thin-pool");
     // Replay cannot read a pool back from `pvs`/`vgs`, so it closes the open lvcreate as
@@ -182,4 +191,69 @@ async fn sigkill_between_the_thin_pool_lvcreate_and_its_outcome_never_creates_it
         .as_array()
         .map(|rows| rows.iter().filter(|r| r["lv_name"] == POOL).count());
     assert_eq!(pools, Some(1));
+}
+
+/// After Ready: the pool is deactivated behind vg-manager's back (as after a reboot without
+/// autoactivation) while vg-manager is down; the restarted vg-manager's first pass validates the
+/// pool (LVMS `validateLVs`), finds it inactive and activates it.
+const REACTIVATE: &str = r#"
+attr() { lvs --noheadings -o lv_attr "$VG/$POOL" | tr -d ' '; }
+kill $vgm; wait $vgm
+lvchange -an "$VG/$POOL" || fail "lvchange -an of the pool failed" 17
+attr >"$GUEST_OUT/attr-inactive"
+dmsetup ls >"$GUEST_OUT/dmsetup-inactive.txt" 2>&1
+start
+i=0
+until [ "$(attr | cut -c5)" = a ]; do
+  i=$((i+1)); [ $i -gt 600 ] && fail "vg-manager never activated the pool again" 18; sleep 0.5
+done
+attr >"$GUEST_OUT/attr-active"
+"#;
+
+/// validateLVs on a real pool: an inactive pool is found by the next pass and activated with
+/// one journaled `lvchange -ay`; the class stays Ready and tears down.
+pub async fn an_inactive_pool_is_validated_and_activated_by_the_next_pass(ctx: Ctx) {
+    let vg = format!("v{}", std::process::id());
+    let after = format!("VG={vg} POOL={POOL}\n{REACTIVATE}");
+    let r = run_node(
+        ctx,
+        NodeRun {
+            pool: Some(POOL),
+            after_ready: &after,
+            ..NodeRun::new(
+                "thin-validate",
+                &vg,
+                thin_class(&vg, &["valid0"]),
+                vec![("valid0", 256)],
+            )
+        },
+    )
+    .await;
+    let inactive = r.out.read("attr-inactive");
+    assert!(
+        inactive.starts_with('t') && inactive.chars().nth(4) == Some('-'),
+        "the pool was inactive before vg-manager came back: {inactive}"
+    );
+    let pool_dm = format!("{vg}-{}", POOL.replace('-', "--"));
+    assert!(
+        !r.out.read("dmsetup-inactive.txt").contains(&pool_dm),
+        "no live pool device while inactive:\n{}",
+        r.out.read("dmsetup-inactive.txt")
+    );
+    let active = r.out.read("attr-active");
+    assert_eq!(active.chars().nth(4), Some('a'), "active again: {active}");
+    let j = lvms_journal::Journal::open_copy(r.out.out.join("journal/vg-manager"))
+        .expect("the guest's journal");
+    let activations: Vec<_> = j
+        .iter()
+        .filter_map(Result::ok)
+        .filter(|rec| {
+            matches!(&rec.body, lvms_journal::Body::Intent(i) if i.action == "lvchange-activate")
+        })
+        .collect();
+    assert_eq!(
+        activations.len(),
+        1,
+        "one journaled activation: {activations:#?}"
+    );
 }

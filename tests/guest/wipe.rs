@@ -1,34 +1,37 @@
 use lvms_journal::{Body, Journal};
 use serde_json::json;
 
-use crate::node::{NodeRun, run_node};
+use crate::group::Ctx;
+use crate::node::{NodeRun, by_id, run_node};
 
 /// forceWipeDevicesAndDestroyAllData on a disk that a device-mapper device holds: vg-manager
 /// removes the dm child (`dmsetup remove`), wipes the disk and builds the VG on it.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn force_wipe_removes_a_device_mapper_child_and_builds_the_vg() {
+pub async fn force_wipe_removes_a_device_mapper_child_and_builds_the_vg(ctx: Ctx) {
     let vg = format!("w{}", std::process::id());
     // A linear dm device over the disk's first MiB: the disk now has a holder. No udev in the
     // guest: dmsetup makes the /dev/mapper node itself, as udev would on a node.
-    let prepare = "disk=$(readlink -f /dev/disk/by-id/virtio-scratch0)\n\
+    let prepare = "disk=$(readlink -f /dev/disk/by-id/virtio-wipe0)\n\
                    echo \"0 2048 linear $disk 0\" | dmsetup create --noudevsync lvmstest-child\n\
                    dmsetup mknodes\n\
                    ls /sys/class/block/${disk#/dev/}/holders >\"$GUEST_OUT/holders-before.txt\"";
-    let r = run_node(NodeRun {
-        prepare,
-        ..NodeRun::new(
-            "wipe",
-            &vg,
-            json!([{
-                "name": vg, "default": true,
-                "deviceSelector": {
-                    "paths": ["/dev/disk/by-id/virtio-scratch0"],
-                    "forceWipeDevicesAndDestroyAllData": true
-                }
-            }]),
-            vec![("scratch0", 256)],
-        )
-    })
+    let r = run_node(
+        ctx,
+        NodeRun {
+            prepare,
+            ..NodeRun::new(
+                "wipe",
+                &vg,
+                json!([{
+                    "name": vg, "default": true,
+                    "deviceSelector": {
+                        "paths": [by_id("wipe0")],
+                        "forceWipeDevicesAndDestroyAllData": true
+                    }
+                }]),
+                vec![("wipe0", 256)],
+            )
+        },
+    )
     .await;
     assert!(
         r.out.read("holders-before.txt").contains("dm-"),

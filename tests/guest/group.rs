@@ -1,0 +1,98 @@
+//! The tier's one guest per test group: every scenario submits its guest job first (its
+//! namespace, node and disks are named up front), the guest boots once and starts them all,
+//! and the host sides then take their turns (scenarios share the control plane's cluster-scoped
+//! singletons, such as CSIDriver topolvm.io, so they run one at a time, as every scenario of
+//! this repo does) while the guest jobs wait for their LVMVolumeGroups. Every scenario runs
+//! even when another fails; the test fails listing each failure.
+
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
+use std::time::Instant;
+
+use futures::FutureExt as _;
+use lvms_testkit::env;
+use lvms_testkit::guest::{Group, GroupSpec, Image, Member, guest_kubeconfig, image};
+use lvms_testkit::process::lvms_bin;
+
+/// Where the guest dials the test's kube-apiserver.
+const API_PORT_IN_GUEST: u16 = 6443;
+
+/// A scenario's share of the group.
+pub struct Ctx {
+    pub member: Member,
+    pub image: Image,
+}
+
+pub type ScenarioFn = fn(Ctx) -> Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// Runs `scenarios` (or those named in `LVMS_GUEST_SCENARIOS`, comma-separated) in one guest
+/// booting `LVMS_GUEST_KERNEL`'s kernel.
+pub async fn run_group(scenarios: &[(&'static str, ScenarioFn)]) {
+    let image = tokio::task::spawn_blocking(|| image().clone())
+        .await
+        .expect("guest image");
+    let cp = &tokio::task::spawn_blocking(env)
+        .await
+        .expect("control plane")
+        .cp;
+    let (kubeconfig, certs) = guest_kubeconfig(&cp.kubeconfig, API_PORT_IN_GUEST);
+    let kc_path = cp.dir.join(format!("guest-{}.kubeconfig", image.tag()));
+    std::fs::write(&kc_path, kubeconfig).expect("guest kubeconfig");
+    let mut spec = GroupSpec::new(&image.tag())
+        .forward(API_PORT_IN_GUEST, cp.api_port)
+        .binary("lvms", lvms_bin())
+        .file("kubeconfig", &kc_path);
+    for (name, path) in certs {
+        spec = spec.file(&name, path);
+    }
+
+    let only = std::env::var("LVMS_GUEST_SCENARIOS").unwrap_or_default();
+    let chosen: Vec<_> = scenarios
+        .iter()
+        .filter(|(name, _)| only.is_empty() || only.split(',').any(|o| o.trim() == *name))
+        .collect();
+    assert!(
+        !chosen.is_empty(),
+        "LVMS_GUEST_SCENARIOS={only} names no scenario"
+    );
+    let group = Group::new(image.clone(), spec, chosen.len());
+    let started = Instant::now();
+    let runs: Vec<_> = chosen
+        .iter()
+        .map(|(name, f)| {
+            let run = f(Ctx {
+                member: group.member(),
+                image: image.clone(),
+            });
+            async move { (*name, AssertUnwindSafe(run).catch_unwind().await) }
+        })
+        .collect();
+    let results = futures::future::join_all(runs).await;
+    let failed: Vec<String> = results
+        .into_iter()
+        .filter_map(|(name, r)| {
+            let payload = r.err()?;
+            let why = payload
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_default();
+            Some(format!("{name}: {why}"))
+        })
+        .collect();
+    println!(
+        "guest group on {}: {} scenario(s) in {:.1} s, {} failed",
+        image.release(),
+        chosen.len(),
+        started.elapsed().as_secs_f64(),
+        failed.len()
+    );
+    assert!(
+        failed.is_empty(),
+        "{} of {} real-kernel scenario(s) failed:\n{}",
+        failed.len(),
+        chosen.len(),
+        failed.join("\n\n")
+    );
+}
