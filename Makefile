@@ -1,5 +1,6 @@
 # The two commands the README promises:
-#   make demo   - local control plane + lvms CRDs + the samples, printed, then torn down
+#   make demo   - local control plane + lvms CRDs + operator + two nodes (one in the real-kernel
+#                 guest when this host has no device-mapper: a thin pool and a mounted volume)
 #   make traces - the demo with a local Jaeger receiving its traces
 #   make test   - every test (builds the Go test peers once into ~/.cache/lvms-test-bins)
 SHELL := /bin/bash
@@ -29,8 +30,8 @@ crds:
 	cargo run -q -- crds --out-dir deploy/crds
 	cp deploy/crds/*.topolvm.io.yaml deploy/helm/lvms/crds/
 
-demo: test-bins
+demo: test-deps test-bins
 	deploy/dev/demo.sh
 
-traces: test-bins
+traces: test-deps test-bins
 	deploy/dev/traces.sh

@@ -1,8 +1,14 @@
 #!/usr/bin/env bash
 # Local demo of the whole system: a real control plane on loopback, the lvms CRDs,
-# `lvms operator`, and one `lvms vg-manager` per simulated node, each with its own loop-device
-# disk and host directory. An LVMCluster goes to Ready on real lvm2 volume groups, then is
-# deleted (ordered teardown). Needs root (loop devices), lvm2, kubectl. Cleans up on exit.
+# `lvms operator`, and one `lvms vg-manager` per simulated node. An LVMCluster goes to Ready on
+# real lvm2 volume groups, then is deleted (ordered teardown). Needs root, lvm2, kubectl.
+#
+# node-b runs on this host with a loop-device disk. node-a runs where device-mapper works, so
+# its class is a thin class with a live pool: on this host when it has device-mapper, otherwise
+# (containers, CI) in the real-kernel test guest (QEMU, Debian cloud kernel; built once into
+# ~/.cache/lvms-test-bins), reaching the API server through one loopback forward. There a thin
+# volume is also cut from the pool, formatted and mounted, as TopoLVM does for a PVC.
+# LVMS_DEMO_GUEST=1 / 0 forces the guest on / off. Cleans up on exit.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 command -v kubectl >/dev/null || { echo "demo: kubectl is needed (apt-get install -y kubernetes-client, or any kubectl)" >&2; exit 1; }
@@ -11,6 +17,12 @@ command -v vgcreate >/dev/null || [ -x /usr/sbin/vgcreate ] || { echo "demo: lvm
 export LVMS_DEV_DIR=${LVMS_DEV_DIR:-/tmp/lvms-demo-$$}
 export LVM_SUPPRESS_FD_WARNINGS=1
 NS=openshift-lvm-storage
+if [ -z "${LVMS_DEMO_GUEST:-}" ]; then
+  if [ -e /dev/mapper/control ] && dmsetup version >/dev/null 2>&1; then LVMS_DEMO_GUEST=0; else LVMS_DEMO_GUEST=1; fi
+fi
+if [ "$LVMS_DEMO_GUEST" = 1 ]; then
+  command -v qemu-system-x86_64 >/dev/null || { echo "demo: this host has no device-mapper and node-a runs in a QEMU guest: apt-get install -y --no-install-recommends qemu-system-x86 (deploy/dev/test-deps.sh does it)" >&2; exit 1; }
+fi
 # No device-mapper in containers/CI: lvm2 metadata only (drop this on a real host for thin pools).
 LVMCONF='global{activation=0} devices{use_devicesfile=0 obtain_device_list_from_udev=0} activation{udev_sync=0 udev_rules=0}'
 LINKS=/dev/lvms-demo-$$
@@ -18,7 +30,8 @@ cargo build -q --bin lvms
 LVMS=target/debug/lvms
 pids=() loops=()
 cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  # pkill -P: the guest runner's QEMU goes with it.
+  for p in "${pids[@]}"; do pkill -P "$p" 2>/dev/null || true; kill "$p" 2>/dev/null || true; done
   wait 2>/dev/null || true
   for vg in demo-a demo-b; do vgremove --config "$LVMCONF" -f "$vg" >/dev/null 2>&1 || true; done
   for l in "${loops[@]}"; do pvremove --config "$LVMCONF" -ff -y "$l" >/dev/null 2>&1 || true; losetup -d "$l" || true; done
@@ -42,33 +55,50 @@ spec:
 YAML
 
 mkdir -p "$LINKS" "$LVMS_DEV_DIR/disks"
-for n in a b; do
-  node=node-$n
-  truncate -s 256M "$LVMS_DEV_DIR/disks/$node.img"
-  l=$(losetup -f --show "$LVMS_DEV_DIR/disks/$node.img"); loops+=("$l")
-  ln -s "$l" "$LINKS/$node-disk1"
-  echo "--- $node: disk $LINKS/$node-disk1 -> $l; vg-manager in $LVMS_DEV_DIR/$node"
+node_objects() {
   kubectl create -f - >/dev/null <<YAML
 apiVersion: v1
 kind: Node
-metadata: {name: $node, labels: {kubernetes.io/hostname: $node}}
+metadata: {name: $1, labels: {kubernetes.io/hostname: $1}}
 YAML
-  kubectl patch node "$node" --type=merge -p '{"spec":{"taints":[]}}' >/dev/null
+  kubectl patch node "$1" --type=merge -p '{"spec":{"taints":[]}}' >/dev/null
   # No kubelet here: register topolvm.io on the node's CSINode as kubelet would.
   kubectl apply --server-side -f - >/dev/null <<YAML
 apiVersion: storage.k8s.io/v1
 kind: CSINode
-metadata: {name: $node}
-spec: {drivers: [{name: topolvm.io, nodeID: $node}]}
+metadata: {name: $1}
+spec: {drivers: [{name: topolvm.io, nodeID: $1}]}
 YAML
+}
+host_node() { # node: a loop-device disk and a vg-manager on this host (lvm2 metadata only)
+  local node=$1
+  truncate -s 256M "$LVMS_DEV_DIR/disks/$node.img"
+  l=$(losetup -f --show "$LVMS_DEV_DIR/disks/$node.img"); loops+=("$l")
+  ln -s "$l" "$LINKS/$node-disk1"
+  echo "--- $node: disk $LINKS/$node-disk1 -> $l; vg-manager on this host in $LVMS_DEV_DIR/$node"
+  node_objects "$node"
   mkdir -p "$LVMS_DEV_DIR/$node"
   NODE_NAME=$node NAMESPACE=$NS $LVMS vg-manager --host-command-prefix "" --lvm-config "$LVMCONF" \
     --lvmd-config "$LVMS_DEV_DIR/$node/lvmd.yaml" --journal-dir "$LVMS_DEV_DIR/$node/journal" \
     --lock-file "$LVMS_DEV_DIR/$node/lock" --diagnostics-addr 127.0.0.1:0 \
     >"$LVMS_DEV_DIR/$node/vg-manager.log" 2>&1 &
   pids+=($!)
-done
-
+}
+host_node node-b
+if [ "$LVMS_DEMO_GUEST" = 1 ]; then
+  A_DISK=/dev/disk/by-id/virtio-node-a-disk1
+  echo "--- node-a: vg-manager in a QEMU guest (no device-mapper on this host); disk $A_DISK; console lines start with [guest]"
+  node_objects node-a
+  cargo build -q -p lvms-testkit --bin lvms-guest
+  guest_log=$LVMS_DEV_DIR/node-a-guest.log
+  target/debug/lvms-guest --kubeconfig "$KUBECONFIG" --binary lvms="$LVMS" --disk node-a-disk1=512 \
+    --out "$LVMS_DEV_DIR/node-a" --timeout 900 deploy/dev/demo-guest-node.sh > >(tee "$guest_log") 2>&1 &
+  guest_pid=$!
+  pids+=("$guest_pid")
+else
+  host_node node-a
+  A_DISK=$LINKS/node-a-disk1
+fi
 echo "--- lvms operator (journal in $LVMS_DEV_DIR/journal, log in $LVMS_DEV_DIR/operator.log)"
 NAMESPACE=$NS $LVMS operator --journal-dir "$LVMS_DEV_DIR/journal" --diagnostics-addr 127.0.0.1:0 \
   --vg-manager-image localhost/lvms:dev >"$LVMS_DEV_DIR/operator.log" 2>&1 &
@@ -82,20 +112,36 @@ spec:
     deviceClasses:
     - name: demo-a
       default: true
-      deviceSelector: {paths: [$LINKS/node-a-disk1]}
+      deviceSelector: {paths: [$A_DISK]}
+$([ "$LVMS_DEMO_GUEST" = 1 ] && echo "      thinPoolConfig: {name: thin-pool-1, sizePercent: 90, overprovisionRatio: 10}")
       nodeSelector: {nodeSelectorTerms: [{matchExpressions: [{key: kubernetes.io/hostname, operator: In, values: [node-a]}]}]}
     - name: demo-b
       deviceSelector: {paths: [$LINKS/node-b-disk1]}
       nodeSelector: {nodeSelectorTerms: [{matchExpressions: [{key: kubernetes.io/hostname, operator: In, values: [node-b]}]}]}
 YAML
-kubectl -n "$NS" wait lvmcluster/my-lvmcluster --for=jsonpath='{.status.state}'=Ready --timeout=120s
+# Software emulation: the guest's node takes a minute or two.
+kubectl -n "$NS" wait lvmcluster/my-lvmcluster --for=jsonpath='{.status.state}'=Ready --timeout=300s || {
+  echo "demo: the LVMCluster is not Ready; its status and the node statuses:" >&2
+  kubectl -n "$NS" get lvmcluster my-lvmcluster -o jsonpath='{.status}{"\n"}' >&2
+  kubectl -n "$NS" get lvmvolumegroupnodestatuses -o jsonpath='{range .items[*]}{.metadata.name}: {.spec.nodeStatus}{"\n"}{end}' >&2
+  exit 1
+}
 kubectl -n "$NS" get lvmcluster
 kubectl -n "$NS" get lvmvolumegroups,lvmvolumegroupnodestatuses,daemonsets
 kubectl get storageclasses,csidrivers
 echo "--- node statuses written by the vg-managers:"
 for n in node-a node-b; do kubectl -n "$NS" get lvmvolumegroupnodestatus "$n" -o jsonpath='{.metadata.name}: {.spec.nodeStatus[*].name} {.spec.nodeStatus[*].status} {.spec.nodeStatus[*].devices}{"\n"}'; done
-echo "--- lvm2 sees:"; vgs --config "$LVMCONF" demo-a demo-b
-echo "--- node-a's lvmd.yaml:"; cat "$LVMS_DEV_DIR/node-a/lvmd.yaml"
+if [ "$LVMS_DEMO_GUEST" = 1 ]; then
+  echo "--- this host's lvm2 sees node-b's VG:"; vgs --config "$LVMCONF" demo-b
+  # The guest shows its pool, then a thin volume made, formatted, mounted and removed.
+  until grep -q "LVMS-DEMO shown" "$guest_log"; do
+    kill -0 "$guest_pid" 2>/dev/null || { echo "demo: the guest ended early (see $guest_log)" >&2; exit 1; }
+    sleep 1
+  done
+else
+  echo "--- lvm2 sees:"; vgs --config "$LVMCONF" demo-a demo-b
+  echo "--- node-a's lvmd.yaml:"; cat "$LVMS_DEV_DIR/node-a/lvmd.yaml"
+fi
 kubectl -n "$NS" get events.events.k8s.io
 
 echo "--- delete: LVMS's teardown order; the vg-managers remove their volume groups"
@@ -108,8 +154,13 @@ metadata: {name: $n}
 spec: {drivers: []}
 YAML
 done
-kubectl -n "$NS" wait lvmcluster/my-lvmcluster --for=delete --timeout=120s
-vgs --config "$LVMCONF" demo-a demo-b 2>&1 | tail -2 || true
+kubectl -n "$NS" wait lvmcluster/my-lvmcluster --for=delete --timeout=300s
+if [ "$LVMS_DEMO_GUEST" = 1 ]; then
+  wait "$guest_pid" || { echo "demo: the guest's node-a failed (see $guest_log)" >&2; exit 1; }
+  vgs --config "$LVMCONF" demo-b 2>&1 | tail -1 || true
+else
+  vgs --config "$LVMCONF" demo-a demo-b 2>&1 | tail -2 || true
+fi
 
 echo "--- the operator's journal (lvms journal inspect, last 12 records) and node-a's stats:"
 $LVMS journal inspect "$LVMS_DEV_DIR/journal/operator" --limit 12
