@@ -1,9 +1,12 @@
 //! The real-kernel tier: what needs device-mapper (thin pools, activation, RAID, mounts) runs in
 //! a QEMU guest booting Debian's cloud kernel (`deploy/dev/build-guest.sh`, `testkit::guest`),
 //! while the control plane and the operator run on the host; the guest reaches the test's
-//! kube-apiserver through one loopback forward and nothing else. One guest boots for the whole
-//! group (`group.rs`); `LVMS_GUEST_KERNEL` picks the kernel (run-tests.sh runs the group on 6.1
-//! and 6.12), `LVMS_GUEST_SCENARIOS=a,b` a subset.
+//! kube-apiserver through one loopback forward and nothing else.
+//!
+//! One guest boots for the whole group (`group.rs`), so this binary has its own harness: it
+//! reports each scenario as a test in libtest's format (`test NAME ... ok`, `test result: ...`),
+//! and takes libtest's name filters (`cargo test --test guest -- raid`, `--exact`, `--skip`,
+//! `--list`). `LVMS_GUEST_KERNEL` picks the kernel; run-tests.sh runs the group on 6.1 and 6.12.
 // Test code: a panic is a failed test, and its output is the report.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
@@ -15,7 +18,11 @@ mod thick;
 mod thin;
 mod wipe;
 
+use std::process::ExitCode;
+use std::time::Instant;
+
 use group::{ScenarioFn, run_group};
+use lvms_testkit::guest::TestArgs;
 
 /// Every scenario of the tier, in the order the host sides take their turns.
 const SCENARIOS: &[(&str, ScenarioFn)] = &[
@@ -50,7 +57,58 @@ const SCENARIOS: &[(&str, ScenarioFn)] = &[
     }),
 ];
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn every_real_kernel_scenario_in_one_guest() {
-    run_group(SCENARIOS).await;
+fn main() -> ExitCode {
+    let args = TestArgs::parse(std::env::args().skip(1));
+    let chosen: Vec<(&'static str, ScenarioFn)> = SCENARIOS
+        .iter()
+        .filter(|(name, _)| args.selects(name))
+        .copied()
+        .collect();
+    let filtered = SCENARIOS.len() - chosen.len();
+    if args.list {
+        for (name, _) in &chosen {
+            println!("{name}: test");
+        }
+        return ExitCode::SUCCESS;
+    }
+    println!("\nrunning {} tests", chosen.len());
+    let started = Instant::now();
+    let results = if chosen.is_empty() {
+        Vec::new()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("tokio runtime")
+            .block_on(run_group(&chosen))
+    };
+    for (name, r) in &results {
+        println!(
+            "test {name} ... {}",
+            if r.is_ok() { "ok" } else { "FAILED" }
+        );
+    }
+    let failures: Vec<_> = results
+        .iter()
+        .filter_map(|(name, r)| r.as_ref().err().map(|why| (name, why)))
+        .collect();
+    if !failures.is_empty() {
+        println!("\nfailures:\n");
+        for (name, why) in &failures {
+            println!("---- {name} ----\n{why}\n");
+        }
+    }
+    let passed = results.len() - failures.len();
+    println!(
+        "\ntest result: {}. {passed} passed; {} failed; 0 ignored; 0 measured; {filtered} filtered out; finished in {:.2}s\n",
+        if failures.is_empty() { "ok" } else { "FAILED" },
+        failures.len(),
+        started.elapsed().as_secs_f64()
+    );
+    if failures.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(101)
+    }
 }

@@ -202,6 +202,7 @@ pub async fn run_node(ctx: Ctx, r: NodeRun<'_>) -> NodeResult {
     // A job that ends before Ready fails the test now, not after the timeout. Its own lines are
     // in the streamed console (prefixed `[job]`).
     let ready = tokio::select! {
+        biased;
         ready = s.ready_vg_entry(&node, &r.vg, T, |_| true) => ready,
         status = guest.exited() => panic!(
             "the guest job {} ended (status {status}) before {node}/{} was Ready:\n{}",
@@ -219,7 +220,9 @@ pub async fn run_node(ctx: Ctx, r: NodeRun<'_>) -> NodeResult {
         Some(pred) => Some(nudge_until(&s, &node, &r.vg, pred).await),
         None => None,
     };
+    // Biased: a job without teardown marks and exits at once; the mark comes first.
     tokio::select! {
+        biased;
         () = guest.mark("teardown") => {}
         status = guest.exited() => panic!(
             "the guest job {} ended (status {status}) before its teardown:\n{}",

@@ -141,17 +141,28 @@ until grep -q RAIDHealthCheckFailed "$GUEST_OUT/vg-manager.log"; do
 done
 "#;
 
+/// The node reports the loss as LVMS would, by either of its two checks, whichever the pass
+/// meets (it depends on whether lvm2 already flags the PV missing): checkRAIDVGHealth (the PV is
+/// missing: the reason names the VG and how to repair it) or buildRAIDStatus (the LV is partial:
+/// the RAID status Degraded). Degraded while the VG exists, Failed when it does not. A pass that
+/// runs while the disk is going can first see only its by-id link dangling ("failed to resolve
+/// symlink", no RAID verdict yet); that is not it.
 fn failed_raid(e: &VGStatus) -> bool {
-    matches!(
+    let left_ready = matches!(
         e.status,
         Some(VGStatusType::Degraded) | Some(VGStatusType::Failed)
-    )
+    );
+    let missing_pvs = e.reason.contains("has missing physical volumes");
+    let raid_degraded = e
+        .raid_status
+        .as_ref()
+        .is_some_and(|r| r.status != RaidHealthStatus::Healthy);
+    left_ready && (missing_pvs || raid_degraded)
 }
 
 /// LVMS's RAID health reporting on a real failure: a member disk of a raid1 class is removed
-/// from the guest while the class is Ready; the node's entry leaves Ready (Failed, naming the VG
-/// with missing PVs, as LVMS's checkRAIDVGHealth does) and a `RAIDHealthCheckFailed` Warning is
-/// published. The class is not torn down: a VG with a missing PV needs a person.
+/// from the guest while the class is Ready; the node's entry leaves Ready with a RAID verdict
+/// (see `failed_raid`) and a `RAIDHealthCheckFailed` Warning is published. The class is not torn down: a VG with a missing PV needs a person.
 pub async fn a_member_disk_removed_at_run_time_fails_the_raid_health_check(ctx: Ctx) {
     let vg = format!("l{}", std::process::id());
     let after = format!("VG={vg}\n{RAID_LV}\n{LOSE_A_DISK}");

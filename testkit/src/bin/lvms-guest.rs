@@ -16,7 +16,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use lvms_testkit::guest::{Run, guest_kubeconfig, host_api_port, image, run};
+use lvms_testkit::guest::{Run, WithInputs, guest_kubeconfig, host_api_port, image, run};
 
 const API_PORT_IN_GUEST: u16 = 6443;
 

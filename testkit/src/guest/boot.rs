@@ -28,25 +28,6 @@ pub(crate) struct Booted {
     pub elapsed: Duration,
 }
 
-/// Copies `host` into `dir/name` without its debug info (a dev-profile `lvms` is ~300 MB, most
-/// of it DWARF the guest never reads).
-pub(crate) fn stripped(dir: &Path, name: &str, host: &Path) {
-    // binutils comes with the C toolchain cargo links with.
-    let strip = Command::new("strip")
-        .arg("--strip-debug")
-        .arg("-o")
-        .arg(dir.join(name))
-        .arg(host)
-        .output()
-        .expect("running strip (binutils, part of the C toolchain cargo links with)");
-    assert!(
-        strip.status.success(),
-        "strip {}: {}",
-        host.display(),
-        String::from_utf8_lossy(&strip.stderr)
-    );
-}
-
 /// Boots the guest and waits for it to power off; `on_line` sees each whole console line as it
 /// comes. A boot past its timeout is killed and is an error carrying the console's last lines.
 pub(crate) fn boot(

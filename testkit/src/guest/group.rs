@@ -10,23 +10,22 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 
 use super::Image;
-use super::boot::{Boot, boot, stripped};
+use super::boot::{Boot, boot};
+use super::inputs::{Inputs, WithInputs};
 use super::run::Outcome;
 
 /// What every job of the group shares: files and binaries in /work, forwards, limits.
 #[derive(Debug, Clone)]
 pub struct GroupSpec {
     pub name: String,
-    pub files: Vec<(String, PathBuf)>,
-    pub binaries: Vec<(String, PathBuf)>,
-    pub forwards: Vec<(u16, u16)>,
+    /// [`WithInputs`] adds them.
+    pub inputs: Inputs,
     pub timeout: Duration,
     pub memory_mib: u64,
     /// One vCPU: see [`super::Run::cpus`].
@@ -37,25 +36,17 @@ impl GroupSpec {
     pub fn new(name: &str) -> Self {
         Self {
             name: name.into(),
-            files: Vec::new(),
-            binaries: Vec::new(),
-            forwards: Vec::new(),
+            inputs: Inputs::default(),
             timeout: Duration::from_secs(900),
             memory_mib: 2048,
             cpus: 1,
         }
     }
-    pub fn file(mut self, name: &str, host: impl Into<PathBuf>) -> Self {
-        self.files.push((name.into(), host.into()));
-        self
-    }
-    pub fn binary(mut self, name: &str, host: impl Into<PathBuf>) -> Self {
-        self.binaries.push((name.into(), host.into()));
-        self
-    }
-    pub fn forward(mut self, guest_port: u16, host_port: u16) -> Self {
-        self.forwards.push((guest_port, host_port));
-        self
+}
+
+impl WithInputs for GroupSpec {
+    fn inputs_mut(&mut self) -> &mut Inputs {
+        &mut self.inputs
     }
 }
 
@@ -174,13 +165,7 @@ impl Group {
         self.0.state.send_modify(|s| s.work = Some(work.clone()));
         let input = work.path().join("in");
         std::fs::create_dir_all(&input).map_err(|e| format!("mkdir in: {e}"))?;
-        for (name, host) in &spec.files {
-            std::fs::copy(host, input.join(name))
-                .map_err(|e| format!("copying {} into the guest input: {e}", host.display()))?;
-        }
-        for (name, host) in &spec.binaries {
-            stripped(&input, name, host);
-        }
+        spec.inputs.stage(&input)?;
         let mut disks: Vec<(String, u64)> = Vec::new();
         for job in &jobs {
             let dir = input.join(&job.name);
@@ -201,7 +186,7 @@ impl Group {
             work: work.path(),
             input: &input,
             disks: &disks,
-            forwards: &spec.forwards,
+            forwards: &spec.inputs.forwards,
             timeout: spec.timeout,
             memory_mib: spec.memory_mib,
             cpus: spec.cpus,

@@ -15,16 +15,20 @@
 
 mod boot;
 mod group;
+mod inputs;
 mod kubeconfig;
 mod run;
+mod test_args;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::{Mutex, OnceLock};
 
 pub use group::{Group, GroupSpec, Job, JobHandle, Member};
+pub use inputs::{Inputs, WithInputs};
 pub use kubeconfig::{guest_kubeconfig, host_api_port};
 pub use run::{Outcome, Run, run};
+pub use test_args::TestArgs;
 
 use crate::env::cached_build;
 

@@ -5,7 +5,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::boot::{Boot, boot, stripped};
+use super::boot::{Boot, boot};
+use super::inputs::{Inputs, WithInputs};
 use super::{Image, tail};
 
 /// What one guest boot runs.
@@ -15,16 +16,11 @@ pub struct Run {
     pub name: String,
     /// Run by dash as root in /work, with `GUEST_OUT` naming the directory brought back.
     pub script: String,
-    /// Extra files copied into /work (name in the guest, path on the host).
-    pub files: Vec<(String, PathBuf)>,
-    /// Executables copied into /work without their debug info.
-    pub binaries: Vec<(String, PathBuf)>,
+    /// Files, executables and forwards ([`WithInputs`] adds them).
+    pub inputs: Inputs,
     /// Scratch disks: serial (appears as /dev/disk/by-id/virtio-SERIAL; 20 bytes at most) and
     /// size in MiB.
     pub disks: Vec<(String, u64)>,
-    /// Guest → host forwards: the guest's connections to 10.0.2.100:PORT reach the host's
-    /// 127.0.0.1:HOST_PORT (QEMU user networking with `restrict=on`: nothing else is reachable).
-    pub forwards: Vec<(u16, u16)>,
     pub timeout: Duration,
     pub memory_mib: u64,
     /// vCPUs. One by default: under multi-threaded TCG a 6.12 guest with two vCPUs panicked at
@@ -33,31 +29,23 @@ pub struct Run {
     pub cpus: u32,
 }
 
+impl WithInputs for Run {
+    fn inputs_mut(&mut self) -> &mut Inputs {
+        &mut self.inputs
+    }
+}
+
 impl Run {
     pub fn new(name: &str, script: &str) -> Self {
         Self {
             name: name.into(),
             script: script.into(),
-            files: Vec::new(),
-            binaries: Vec::new(),
+            inputs: Inputs::default(),
             disks: Vec::new(),
-            forwards: Vec::new(),
             timeout: Duration::from_secs(300),
             memory_mib: 1024,
             cpus: 1,
         }
-    }
-    pub fn file(mut self, name: &str, host: impl Into<PathBuf>) -> Self {
-        self.files.push((name.into(), host.into()));
-        self
-    }
-    pub fn binary(mut self, name: &str, host: impl Into<PathBuf>) -> Self {
-        self.binaries.push((name.into(), host.into()));
-        self
-    }
-    pub fn forward(mut self, guest_port: u16, host_port: u16) -> Self {
-        self.forwards.push((guest_port, host_port));
-        self
     }
     pub fn disk(mut self, serial: &str, mib: u64) -> Self {
         self.disks.push((serial.into(), mib));
@@ -118,19 +106,13 @@ pub fn run(image: &Image, spec: &Run) -> Outcome {
     let input = work.path().join("in");
     std::fs::create_dir_all(&input).expect("mkdir in");
     std::fs::write(input.join("run.sh"), &spec.script).expect("write run.sh");
-    for (name, host) in &spec.files {
-        std::fs::copy(host, input.join(name))
-            .unwrap_or_else(|e| panic!("copying {} into the guest input: {e}", host.display()));
-    }
-    for (name, host) in &spec.binaries {
-        stripped(&input, name, host);
-    }
+    spec.inputs.stage(&input).unwrap_or_else(|e| panic!("{e}"));
     let b = Boot {
         name: &spec.name,
         work: work.path(),
         input: &input,
         disks: &spec.disks,
-        forwards: &spec.forwards,
+        forwards: &spec.inputs.forwards,
         timeout: spec.timeout,
         memory_mib: spec.memory_mib,
         cpus: spec.cpus,

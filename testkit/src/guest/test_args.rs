@@ -1,0 +1,69 @@
+//! libtest's command line, for test binaries with their own harness (`harness = false`), such
+//! as the real-kernel group that boots one guest for all its scenarios.
+
+/// The arguments such a harness honours: name filters (substring, or whole with `--exact`),
+/// `--skip`, `--list`. The others (`--nocapture`, `--test-threads N`, ...) are accepted and
+/// mean nothing there.
+#[derive(Debug, Default)]
+pub struct TestArgs {
+    pub filters: Vec<String>,
+    pub skip: Vec<String>,
+    pub exact: bool,
+    pub list: bool,
+}
+
+impl TestArgs {
+    pub fn parse(mut args: impl Iterator<Item = String>) -> Self {
+        let mut a = TestArgs::default();
+        while let Some(arg) = args.next() {
+            match arg.as_str() {
+                "--exact" => a.exact = true,
+                "--list" => a.list = true,
+                "--skip" => a.skip.extend(args.next()),
+                // Flags that take a value: the value is not a filter.
+                "--test-threads" | "--format" | "--color" | "--logfile" | "-Z" => {
+                    args.next();
+                }
+                f if f.starts_with('-') => {}
+                name => a.filters.push(name.to_string()),
+            }
+        }
+        a
+    }
+
+    /// Whether the test `name` runs.
+    pub fn selects(&self, name: &str) -> bool {
+        let hit = |f: &String| {
+            if self.exact {
+                name == f
+            } else {
+                name.contains(f.as_str())
+            }
+        };
+        (self.filters.is_empty() || self.filters.iter().any(hit)) && !self.skip.iter().any(hit)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(a: &[&str]) -> TestArgs {
+        TestArgs::parse(a.iter().map(|s| s.to_string()))
+    }
+
+    #[test]
+    fn filters_select_as_libtest_does() {
+        assert!(args(&[]).selects("thin"));
+        assert!(args(&["--nocapture"]).selects("thin"));
+        assert!(args(&["raid"]).selects("raid-lost"));
+        assert!(!args(&["raid"]).selects("thin"));
+        assert!(!args(&["raid", "--exact"]).selects("raid-lost"));
+        assert!(args(&["raid1", "--exact"]).selects("raid1"));
+        assert!(!args(&["--skip", "crash"]).selects("thin-crash"));
+        assert!(args(&["--skip", "crash"]).selects("thin"));
+        assert!(args(&["--test-threads", "2", "raid1"]).selects("raid1"));
+        assert!(!args(&["--test-threads", "2", "raid1"]).selects("thin"));
+        assert!(args(&["--list"]).list);
+    }
+}
