@@ -14,6 +14,8 @@ wait_for() { # seconds, description, test...
 }
 modprobe dm-thin-pool
 mkdir -p /run/vgm
+# make traces: the OTLP endpoint, through the guest's forward to the host's Jaeger.
+[ -f /work/otel.env ] && . /work/otel.env
 KUBECONFIG=/work/kubeconfig /work/lvms vg-manager --node-name node-a --namespace openshift-lvm-storage \
   --host-command-prefix "" --lvmd-config /run/vgm/lvmd.yaml --journal-dir /run/vgm/journal \
   --lock-file /run/vgm/lock --diagnostics-addr 127.0.0.1:9100 >"$GUEST_OUT/vg-manager.log" 2>&1 &

@@ -91,8 +91,15 @@ if [ "$LVMS_DEMO_GUEST" = 1 ]; then
   node_objects node-a
   cargo build -q -p lvms-testkit --bin lvms-guest
   guest_log=$LVMS_DEV_DIR/node-a-guest.log
+  # Traced (make traces): the guest's vg-manager exports through one more loopback forward.
+  otel=()
+  if [[ ${OTEL_EXPORTER_OTLP_ENDPOINT:-} =~ ^http://(127\.0\.0\.1|localhost):([0-9]+)/?$ ]]; then
+    printf 'export OTEL_EXPORTER_OTLP_ENDPOINT=http://10.0.2.100:4318 OTEL_TRACES_SAMPLER=%s\n' \
+      "${OTEL_TRACES_SAMPLER:-parentbased_always_on}" >"$LVMS_DEV_DIR/otel.env"
+    otel=(--forward "4318=${BASH_REMATCH[2]}" --file "otel.env=$LVMS_DEV_DIR/otel.env")
+  fi
   target/debug/lvms-guest --kubeconfig "$KUBECONFIG" --binary lvms="$LVMS" --disk node-a-disk1=512 \
-    --out "$LVMS_DEV_DIR/node-a" --timeout 900 deploy/dev/demo-guest-node.sh > >(tee "$guest_log") 2>&1 &
+    "${otel[@]}" --out "$LVMS_DEV_DIR/node-a" --timeout 900 deploy/dev/demo-guest-node.sh > >(tee "$guest_log") 2>&1 &
   guest_pid=$!
   pids+=("$guest_pid")
 else

@@ -3,11 +3,13 @@
 //!
 //! ```text
 //! lvms-guest [--kubeconfig PATH] [--binary NAME=PATH]... [--file NAME=PATH]...
-//!            [--disk SERIAL=MIB]... [--out DIR] [--timeout SECS] SCRIPT
+//!            [--disk SERIAL=MIB]... [--forward GUEST_PORT=HOST_PORT]... [--out DIR]
+//!            [--timeout SECS] SCRIPT
 //! ```
 //!
 //! `--kubeconfig` rewrites a host kubeconfig for the guest (`/work/kubeconfig`, reaching the
-//! API server through one loopback forward). The console streams to stdout; `--out` receives
+//! API server through one loopback forward); `--forward` adds others (the guest dials
+//! 10.0.2.100:GUEST_PORT to reach the host's 127.0.0.1:HOST_PORT). The console streams to stdout; `--out` receives
 //! the script's `$GUEST_OUT`; the exit status is the script's.
 // A command-line tool over the test harness: its panics are its error reports.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
@@ -58,6 +60,14 @@ fn main() -> ExitCode {
                     .parse()
                     .unwrap_or_else(|_| fail(&format!("--disk {s}={m}: MiB is a number")));
                 spec = spec.disk(&s, mib);
+            }
+            "--forward" => {
+                let (g, h) = pair(&a, &value());
+                let port = |p: &str| {
+                    p.parse::<u16>()
+                        .unwrap_or_else(|_| fail(&format!("--forward {g}={h}: ports are numbers")))
+                };
+                spec = spec.forward(port(&g), port(&h));
             }
             "--kubeconfig" => {
                 let host = PathBuf::from(value());
