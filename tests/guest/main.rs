@@ -14,6 +14,7 @@ mod group;
 mod harness;
 mod node;
 mod raid;
+mod soak;
 mod thick;
 mod thin;
 mod wipe;
@@ -54,6 +55,9 @@ const SCENARIOS: &[(&str, ScenarioFn)] = &[
     }),
     ("raid-lost", |c| {
         Box::pin(raid::a_member_disk_removed_at_run_time_fails_the_raid_health_check(c))
+    }),
+    ("soak", |c| {
+        Box::pin(soak::seeded_random_kills_converge_with_each_step_taking_effect_once(c))
     }),
 ];
 

@@ -39,6 +39,9 @@ pub struct NodeRun<'a> {
     /// `LVMS_CRASH_AT` for a first vg-manager life that must end in SIGKILL; a second life
     /// without it then converges.
     pub crash_at: Option<String>,
+    /// A seeded random-kill soak: SIGKILL of vg-manager at random moments, each life restarted,
+    /// once its LVMVolumeGroup has arrived and again during the teardown.
+    pub kills: Option<Kills>,
     /// Scratch disks (serial, unique in the group; MiB).
     pub disks: Vec<(&'a str, u64)>,
     /// Day 2, once Ready: the device classes the host edits the LVMCluster to, and how many
@@ -69,6 +72,7 @@ impl<'a> NodeRun<'a> {
             classes,
             prepare: "",
             crash_at: None,
+            kills: None,
             disks,
             edit: None,
             after_ready: "",
@@ -77,6 +81,34 @@ impl<'a> NodeRun<'a> {
             teardown: true,
         }
     }
+}
+
+/// How many random SIGKILLs, from which seed.
+#[derive(Clone, Copy, Debug)]
+pub struct Kills {
+    pub seed: u64,
+    /// Kills from the first pass on the class until it is Ready.
+    pub creating: u32,
+    /// Kills after the host deletes the LVMCluster.
+    pub deleting: u32,
+}
+
+/// The guest's kill loop: each life lives a seeded random 0.2–2.7 s, then SIGKILL, then a new
+/// life. A life needs ~1–2 s under emulation to sync its caches and a step takes ~0.5–1 s, so
+/// kills land in start-up, between steps and inside them. The delays come from a 31-bit LCG in
+/// shell arithmetic (a seed replays them) and land in `$GUEST_OUT/kills`.
+fn kill_loop(seed: u64, count: u32, phase: &str) -> String {
+    format!(
+        r#"x=$(( {seed} % 2147483648 )); n=0
+while [ $n -lt {count} ]; do
+  x=$(( (x * 1103515245 + 12345) % 2147483648 )); ms=$(( 200 + x % 2500 ))
+  sleep "$(( ms / 1000 )).$(printf %03d $(( ms % 1000 )))"
+  kill -9 $vgm; wait $vgm 2>/dev/null
+  echo "{phase} kill $n after $ms ms" >>"$GUEST_OUT/kills"
+  n=$((n+1)); start
+done
+"#
+    )
 }
 
 /// The finished scenario: the guest's outcome (status already checked), the Ready entry, the
@@ -119,6 +151,17 @@ echo $? >"$GUEST_OUT/first-life-status"
         ),
         None => String::new(),
     };
+    let (killed_creating, killed_deleting) = match r.kills {
+        Some(k) => (
+            format!(
+                "# The class's first pass, then lives cut short until it is built.\n\
+                 i=0; until grep -q 'vg/{vg}' \"$GUEST_OUT/vg-manager.log\"; do i=$((i+1)); [ $i -gt 1800 ] && fail 'no pass on {vg}' 21; sleep 0.5; done\n{}",
+                kill_loop(k.seed * 2 + 1, k.creating, "creating")
+            ),
+            kill_loop(k.seed * 2 + 2, k.deleting, "deleting"),
+        ),
+        None => (String::new(), String::new()),
+    };
     format!(
         r#"
 set -u
@@ -135,7 +178,7 @@ start() {{
 }}
 fail() {{ echo "guest: $1"; tail -30 "$GUEST_OUT/vg-manager.log"; kill $vgm; exit "$2"; }}
 {first_life}start
-# The host side comes when the scenarios before it are done (they take turns), so this wait
+{killed_creating}# The host side comes when the scenarios before it are done (they take turns), so this wait
 # can be long; it reads a file, never lvm2 (every lvm2 command costs ~0.5 s of the one vCPU the
 # group's jobs share). lvmd.yaml names the class once vg-manager has built it.
 i=0
@@ -156,7 +199,7 @@ until wget -qO "$GUEST_OUT/metrics-ready.txt" http://$DIAG/metrics \
 done
 {after_ready}
 echo "LVMS-JOB-MARK $JOB teardown" >/dev/console
-{teardown}
+{killed_deleting}{teardown}
 kill $vgm; wait $vgm
 cp -a $VGM/journal "$GUEST_OUT/journal"
 exit 0

@@ -3,9 +3,9 @@ use serde_json::{Value, json};
 use crate::group::Ctx;
 use crate::node::{NodeRun, by_id, bytes, lv, one_step_after_the_crash, run_node};
 
-const POOL: &str = "thin-pool-1";
+pub const POOL: &str = "thin-pool-1";
 
-fn thin_class(vg: &str, paths: &[&str]) -> Value {
+pub fn thin_class(vg: &str, paths: &[&str]) -> Value {
     let paths: Vec<String> = paths.iter().map(|s| by_id(s)).collect();
     json!([{
         "name": vg, "default": true,
