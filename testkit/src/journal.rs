@@ -28,3 +28,52 @@ pub fn open_intent_lines(journal_dir: &Path) -> Vec<String> {
         })
         .collect()
 }
+
+/// What the intents of one action came to, after every crash and replay.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Effects {
+    /// Intents that took effect: ran, or were closed by replay as already done (they ran once,
+    /// before a crash).
+    pub took: usize,
+    /// One verdict per intent (`seq N: ran`, `replay=not-done`, `failed (...)`, `open`), for
+    /// assertion messages.
+    pub verdicts: Vec<String>,
+}
+
+/// Per action of `unit`: how many of its intents took effect. "Nothing done twice" is
+/// `took <= 1` for a step that must not repeat.
+pub fn effects(
+    recs: &[lvms_journal::Record],
+    unit: &str,
+) -> std::collections::BTreeMap<String, Effects> {
+    use lvms_journal::{Body, OutcomeResult, Replayed};
+    let outcomes: std::collections::BTreeMap<u64, &OutcomeResult> = recs
+        .iter()
+        .filter_map(|r| match &r.body {
+            Body::Outcome(o) => Some((o.intent_seq, &o.result)),
+            _ => None,
+        })
+        .collect();
+    let mut out: std::collections::BTreeMap<String, Effects> = Default::default();
+    for r in recs {
+        let Body::Intent(i) = &r.body else { continue };
+        if i.unit != unit {
+            continue;
+        }
+        let (took, verdict) = match outcomes.get(&r.seq) {
+            None => (false, "open".to_string()),
+            Some(OutcomeResult::Err { reason, .. }) => (false, format!("failed ({reason})")),
+            Some(OutcomeResult::Ok(d)) => match d.replay {
+                None => (true, "ran".to_string()),
+                Some(Replayed::AlreadyDone) => {
+                    (true, "already-done (ran once, before a crash)".to_string())
+                }
+                Some(v) => (false, format!("replay={v}")),
+            },
+        };
+        let e = out.entry(i.action.clone()).or_default();
+        e.took += usize::from(took);
+        e.verdicts.push(format!("seq {}: {verdict}", r.seq));
+    }
+    out
+}

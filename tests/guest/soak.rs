@@ -1,43 +1,10 @@
-use std::collections::BTreeMap;
-
-use lvms_journal::{Body, Journal, OutcomeResult, Replayed};
+use lvms_journal::Journal;
+use lvms_testkit::journal::effects;
 use serde_json::Value;
 
 use crate::group::Ctx;
 use crate::node::{Kills, NodeRun, run_node};
 use crate::thin::{POOL, thin_class};
-
-/// For each action of `unit`: how many of its intents took effect ("ran", or closed by replay as
-/// already done before a crash), and every verdict, for the failure message.
-fn effects(recs: &[lvms_journal::Record], unit: &str) -> BTreeMap<String, (usize, Vec<String>)> {
-    let outcomes: BTreeMap<u64, &OutcomeResult> = recs
-        .iter()
-        .filter_map(|r| match &r.body {
-            Body::Outcome(o) => Some((o.intent_seq, &o.result)),
-            _ => None,
-        })
-        .collect();
-    let mut out: BTreeMap<String, (usize, Vec<String>)> = BTreeMap::new();
-    for r in recs {
-        let Body::Intent(i) = &r.body else { continue };
-        if i.unit != unit {
-            continue;
-        }
-        let (took, verdict) = match outcomes.get(&r.seq) {
-            None => (false, "open".to_string()),
-            Some(OutcomeResult::Err { reason, .. }) => (false, format!("failed ({reason})")),
-            Some(OutcomeResult::Ok(d)) => match d.replay {
-                None => (true, "ran".to_string()),
-                Some(Replayed::AlreadyDone) => (true, "already-done".to_string()),
-                Some(v) => (false, format!("replay={v}")),
-            },
-        };
-        let e = out.entry(i.action.clone()).or_default();
-        e.0 += usize::from(took);
-        e.1.push(format!("seq {}: {verdict}", r.seq));
-    }
-    out
-}
 
 /// A seeded random-kill soak on a real kernel (`LVMS_SOAK_SEED`, default 1): vg-manager is
 /// SIGKILLed at random moments while a thin class is built (VG, pool) and again while it is
@@ -97,13 +64,14 @@ pub async fn seeded_random_kills_converge_with_each_step_taking_effect_once(ctx:
         .expect("every record decodes");
     let fx = effects(&recs, &format!("vg/{vg}"));
     // Which kills cut a step short shows in its verdicts (replay=..., already-done).
-    for (action, (n, verdicts)) in &fx {
+    for (action, e) in &fx {
         println!(
-            "guest soak: {action}: {n} effect(s) [{}]",
-            verdicts.join(", ")
+            "guest soak: {action}: {} effect(s) [{}]",
+            e.took,
+            e.verdicts.join(", ")
         );
     }
-    let took = |a: &str| fx.get(a).map_or(0, |e| e.0);
+    let took = |a: &str| fx.get(a).map_or(0, |e| e.took);
     let why = |a: &str| format!("{a}: {:?} (kills: {kills})", fx.get(a));
     assert_eq!(took("vgcreate"), 1, "{}", why("vgcreate"));
     assert_eq!(took("vgremove"), 1, "{}", why("vgremove"));
