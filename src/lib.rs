@@ -2,6 +2,7 @@
 
 pub mod api;
 pub mod cli;
+pub mod csi;
 pub mod dev;
 pub mod kube;
 pub mod node;

@@ -103,6 +103,8 @@ pub struct Steps {
     /// Ids of the span current at each append (a step's span), when tracing is wired.
     hooks: Option<crate::trace::TraceSource>,
     pass: Arc<Mutex<PassState>>,
+    /// A request's steps (see [`Steps::request`]): no pass record around them.
+    standalone: bool,
 }
 
 impl Steps {
@@ -127,7 +129,24 @@ impl Steps {
             trace,
             hooks: None,
             pass: Arc::new(Mutex::new(pass)),
+            standalone: false,
         }
+    }
+
+    /// Steps of one request served outside a unit's passes (a CSI RPC): each step is its own
+    /// intent and outcome, with no pass record around them (the request's caller, not a
+    /// pass, reports the result); trace ids come from the span current at each append.
+    /// Replay of its open intents belongs to the unit named `unit`.
+    pub fn request(
+        journal: Arc<Journal>,
+        unit: &str,
+        epoch: Arc<AtomicU64>,
+        hooks: Option<crate::trace::TraceSource>,
+    ) -> Self {
+        let mut steps = Steps::new(journal, unit.into(), epoch, Trace::default(), None);
+        steps.hooks = hooks;
+        steps.standalone = true;
+        steps
     }
 
     /// Steps of a pass run outside a unit actor: tests that drive a unit's `reconcile` and
@@ -301,7 +320,9 @@ impl Steps {
         F: FnOnce() -> Fut,
         Fut: Future<Output = Result<Done, UnitError>> + Send,
     {
-        self.open_pass()?;
+        if !self.standalone {
+            self.open_pass()?;
+        }
         let (action, object, intent) = self.step_intent(spec, self.regarding());
         // The intent is appended inside the step's span, so it carries the step's span id.
         let span = Self::step_span(action, &object);
@@ -355,7 +376,12 @@ impl Steps {
         &'s self,
         steps: Vec<BatchStep<'a>>,
     ) -> Vec<futures::future::BoxFuture<'s, Result<Done, UnitError>>> {
-        let durable = self.open_pass().and_then(|_| {
+        let opened = if self.standalone {
+            Ok(0)
+        } else {
+            self.open_pass()
+        };
+        let durable = opened.and_then(|_| {
             let regarding = self.regarding();
             let trace = self.record_trace();
             let mut intents = Vec::with_capacity(steps.len());

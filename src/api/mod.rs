@@ -7,6 +7,7 @@ mod lvmcluster;
 mod node_status;
 pub mod quantity;
 pub mod rules;
+pub mod topolvm;
 mod volume_group;
 
 pub use device_class::*;

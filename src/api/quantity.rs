@@ -71,9 +71,46 @@ pub fn parse_quantity_bytes(s: &str) -> Result<u64, QuantityError> {
     u64::try_from(total).map_err(|_| QuantityError::Overflow(s.to_string()))
 }
 
+/// Bytes as Kubernetes writes a binary-SI quantity: the largest binary suffix that divides it
+/// exactly (`1Gi`, `300Mi`, `4Ki`), else the plain number.
+pub fn format_binary(bytes: u64) -> String {
+    const SUFFIXES: [(&str, u32); 6] = [
+        ("Ei", 60),
+        ("Pi", 50),
+        ("Ti", 40),
+        ("Gi", 30),
+        ("Mi", 20),
+        ("Ki", 10),
+    ];
+    if bytes == 0 {
+        return "0".into();
+    }
+    for (suffix, shift) in SUFFIXES {
+        if bytes.is_multiple_of(1u64 << shift) {
+            return format!("{}{suffix}", bytes >> shift);
+        }
+    }
+    bytes.to_string()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn binary_format_round_trips() {
+        for (bytes, text) in [
+            (0, "0"),
+            (1 << 30, "1Gi"),
+            (300 << 20, "300Mi"),
+            (4096, "4Ki"),
+            (1536, "1536"),
+            (3 << 40, "3Ti"),
+        ] {
+            assert_eq!(format_binary(bytes), text);
+            assert_eq!(parse_quantity_bytes(text), Ok(bytes));
+        }
+    }
 
     #[test]
     fn binary_and_decimal_suffixes() {

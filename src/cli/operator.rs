@@ -56,6 +56,9 @@ pub struct OperatorArgs {
     /// ... within this window (seconds), else supervision gives up and /readyz fails.
     #[arg(long, default_value_t = 30)]
     pub restart_window_secs: u64,
+    /// The CSI controller socket (Identity + Controller), shared with the sidecars.
+    #[arg(long, env = "LVMS_CSI_SOCKET", default_value = crate::csi::names::DEFAULT_CONTROLLER_SOCKET)]
+    pub csi_socket: PathBuf,
     /// Log format.
     #[arg(long, env = "LVMS_LOG_FORMAT", default_value = "text", value_parser = ["text", "json"])]
     pub log_format: String,
@@ -111,6 +114,7 @@ pub fn run_cmd(args: OperatorArgs) -> anyhow::Result<ExitCode> {
             image,
             vg_manager_command: args.vg_manager_command,
             debounce: args.debounce,
+            csi_socket: args.csi_socket,
             normal_events: args.normal_events,
             restart_policy: RestartPolicy {
                 max_restarts: args.max_restarts,

@@ -23,6 +23,16 @@ pub struct OperatorProcess {
     child: Child,
     pub diagnostics: u16,
     pub log: PathBuf,
+    /// The operator's CSI controller socket (empty for vg-manager).
+    pub csi_socket: PathBuf,
+}
+
+/// A short socket path of its own per process started (a Unix socket path has 108 bytes at
+/// most, too few for a test's scenario directory).
+fn fresh_socket_path() -> PathBuf {
+    static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    std::env::temp_dir().join(format!("lvms-csi-{}-{n}.sock", std::process::id()))
 }
 
 use super::process::free_port;
@@ -79,6 +89,7 @@ impl OperatorProcess {
             child,
             diagnostics,
             log,
+            csi_socket: PathBuf::new(),
         })
     }
 
@@ -101,11 +112,20 @@ impl OperatorProcess {
         for (k, v) in &opts.env {
             cmd.env(k, v);
         }
+        let csi_socket = match opts.args.iter().position(|a| a == "--csi-socket") {
+            Some(i) => PathBuf::from(opts.args.get(i + 1).cloned().unwrap_or_default()),
+            None => {
+                let p = fresh_socket_path();
+                cmd.arg("--csi-socket").arg(&p);
+                p
+            }
+        };
         let child = spawn(cmd, &opts.log, Lifetime::DieWithParent)?;
         Ok(OperatorProcess {
             child,
             diagnostics,
             log: opts.log.clone(),
+            csi_socket,
         })
     }
 

@@ -261,7 +261,7 @@ async fn route_generations<K: Resource<DynamicType = ()>, E: std::fmt::Display>(
 }
 
 /// managedFields are never read; dropping them roughly halves the cache.
-pub(crate) fn strip_meta<K: Resource>(obj: &mut K) {
+pub fn strip_meta<K: Resource>(obj: &mut K) {
     obj.meta_mut().managed_fields = None;
 }
 
@@ -277,11 +277,22 @@ fn strip_csi_node(n: &mut CSINode) {
     }
 }
 
-/// Nodes: only name, labels and taints matter; their status (images, conditions) is big.
+/// Nodes: only name, labels, taints and the capacity annotations vg-manager publishes (the CSI
+/// controller places volumes by them) matter; their status (images, conditions) is big.
 fn strip_node(node: &mut Node) {
     strip_meta(node);
     node.status = None;
-    node.metadata.annotations = None;
+    if let Some(a) = node.metadata.annotations.as_mut() {
+        a.retain(|k, _| k.starts_with(crate::api::topolvm::CAPACITY_ANNOTATION_PREFIX));
+    }
+    if node
+        .metadata
+        .annotations
+        .as_ref()
+        .is_some_and(|a| a.is_empty())
+    {
+        node.metadata.annotations = None;
+    }
 }
 
 impl WatchHub {

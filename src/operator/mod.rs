@@ -3,6 +3,7 @@
 
 pub mod actions;
 pub mod context;
+pub mod csi;
 pub mod desired;
 pub mod leader;
 pub mod nodes;

@@ -39,6 +39,8 @@ pub struct Config {
     pub vg_manager_command: Vec<String>,
     /// Quiet time that turns a burst of watch events into one pass.
     pub debounce: Duration,
+    /// Where the CSI Identity + Controller services are served.
+    pub csi_socket: PathBuf,
     /// Which Normal Events go out (Warnings always do).
     pub normal_events: events::NormalEvents,
     pub restart_policy: RestartPolicy,
@@ -181,8 +183,32 @@ pub async fn run(
         StatusUnit::new(ctx.clone()),
     ));
 
+    // The CSI controller: its RPCs journal LogicalVolume writes; its unit replays them.
+    let csi_trigger = Trigger::new();
+    children.push(wiring.child(
+        crate::csi::writes::UNIT,
+        csi_trigger.clone(),
+        crate::csi::replay::CsiControllerUnit {
+            client: client.clone(),
+        },
+    ));
+    let volumes = crate::csi::volumes::Volumes::new();
+    let volumes_task = tokio::spawn(volumes.clone().run(kube::Api::all(client.clone())));
+    let csi = super::csi::serve(
+        &cfg.csi_socket,
+        crate::csi::writes::LvWrites {
+            client: client.clone(),
+            journal: journal.clone(),
+            epoch: epoch.clone(),
+        },
+        volumes,
+        ctx.caches.nodes.clone(),
+        supervision.clone(),
+    )?;
+
     let mut tree =
         Supervision::start(children, cfg.restart_policy, supervision.clone(), &metrics).await?;
+    csi_trigger.bump("supervisor up");
     diag.mark_synced();
     info!(namespace = %cfg.namespace, epoch = epoch.load(Ordering::Acquire), "operator running");
 
@@ -225,6 +251,8 @@ pub async fn run(
             Ok(())
         }
     };
+    csi.stop().await;
+    volumes_task.abort();
     tree.stop(&journal).await;
     drop(diag);
     result

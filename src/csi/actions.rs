@@ -1,0 +1,43 @@
+//! The steps the CSI controller journals: writes of LogicalVolumes on behalf of an RPC.
+
+use lvms_journal::Action;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CsiAction {
+    /// Create a LogicalVolume (a volume, or with a source a snapshot or clone).
+    /// Args: node, device class, size in bytes, source, access type.
+    CreateLogicalVolume,
+    /// Delete a LogicalVolume (DeleteVolume, DeleteSnapshot, or a failed create).
+    /// Args: the volume id.
+    DeleteLogicalVolume,
+    /// Raise a LogicalVolume's `spec.size` (ControllerExpandVolume). Args: size in bytes.
+    ResizeLogicalVolume,
+}
+
+impl Action for CsiAction {
+    const ALL: &'static [Self] = &[
+        Self::CreateLogicalVolume,
+        Self::DeleteLogicalVolume,
+        Self::ResizeLogicalVolume,
+    ];
+
+    fn name(self) -> &'static str {
+        match self {
+            Self::CreateLogicalVolume => "create-logical-volume",
+            Self::DeleteLogicalVolume => "delete-logical-volume",
+            Self::ResizeLogicalVolume => "resize-logical-volume",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_action_parses_back_from_its_stored_name() {
+        for a in CsiAction::ALL {
+            assert_eq!(CsiAction::parse(a.name()), Some(*a));
+        }
+    }
+}

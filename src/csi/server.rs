@@ -1,0 +1,69 @@
+//! Serving CSI services on a Unix socket (a stale socket from an earlier run is removed
+//! first; the socket is removed again when serving stops).
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Context as _;
+use tokio::net::UnixListener;
+use tokio_stream::wrappers::UnixListenerStream;
+
+/// Bind `path`: parent directories made, a leftover socket removed (never another file).
+pub fn bind(path: &Path) -> anyhow::Result<UnixListener> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("creating the socket directory {}", dir.display()))?;
+    }
+    match std::fs::symlink_metadata(path) {
+        Ok(m) => {
+            use std::os::unix::fs::FileTypeExt;
+            if !m.file_type().is_socket() {
+                anyhow::bail!(
+                    "{} exists and is not a socket; remove it or choose another --csi-socket",
+                    path.display()
+                );
+            }
+            std::fs::remove_file(path)
+                .with_context(|| format!("removing the stale socket {}", path.display()))?;
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e).with_context(|| format!("checking {}", path.display())),
+    }
+    UnixListener::bind(path).with_context(|| format!("binding {}", path.display()))
+}
+
+/// Removes the socket file when dropped.
+pub struct SocketFile(pub PathBuf);
+
+impl Drop for SocketFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// The listener as the stream tonic serves from.
+pub fn incoming(listener: UnixListener) -> UnixListenerStream {
+    UnixListenerStream::new(listener)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_stale_socket_is_replaced_and_a_plain_file_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let sock = dir.path().join("sub/csi.sock");
+        let first = bind(&sock).unwrap();
+        drop(first);
+        assert!(
+            sock.exists(),
+            "the socket file stays after the listener is gone"
+        );
+        let _second = bind(&sock).expect("a stale socket is removed");
+        let file = dir.path().join("plain");
+        std::fs::write(&file, "x").unwrap();
+        let e = bind(&file).unwrap_err().to_string();
+        assert!(e.contains("not a socket"), "{e}");
+        assert!(file.exists());
+    }
+}
