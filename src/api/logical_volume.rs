@@ -1,5 +1,6 @@
-//! `LogicalVolume` (topolvm.io/v1, cluster-scoped): TopoLVM's per-volume object. The CSI driver
-//! (a later issue) reconciles it; the CRD ships now so a swap from LVMS keeps existing volumes.
+//! `LogicalVolume` (topolvm.io/v1, cluster-scoped): TopoLVM's per-volume object. The CSI
+//! controller writes it, the node's vg-manager realises it. `spec.nodeName` is a selectable
+//! field (an addition to TopoLVM's CRD), so each vg-manager watches only its own node's.
 
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::CustomResource;
@@ -14,7 +15,8 @@ pub const LOGICAL_VOLUME_FINALIZER: &str = "topolvm.io/logicalvolume";
     version = "v1",
     kind = "LogicalVolume",
     plural = "logicalvolumes",
-    status = "LogicalVolumeStatus"
+    status = "LogicalVolumeStatus",
+    selectable = ".spec.nodeName"
 )]
 #[serde(rename_all = "camelCase")]
 pub struct LogicalVolumeSpec {

@@ -412,11 +412,13 @@ impl ControllerService {
             .ok_or_else(|| CsiError::not_found(format!("volume {id} does not exist")))?;
         let range = req.capacity_range.unwrap_or_default();
         let bytes = requested_bytes(range.required_bytes, range.limit_bytes, 0)?;
-        let node_expansion_required = matches!(
+        // TopoLVM: only a block volume needs no node step; without a capability (older
+        // resizers send none) the filesystem may need growing.
+        let node_expansion_required = !matches!(
             req.volume_capability
                 .as_ref()
                 .and_then(|c| c.access_type.as_ref()),
-            Some(volume_capability::AccessType::Mount(_))
+            Some(volume_capability::AccessType::Block(_))
         );
         let current = current_bytes(&lv).unwrap_or(0);
         if bytes <= current {

@@ -19,6 +19,9 @@ pub enum Kind {
     StorageClass,
     SnapshotClass,
     Scc,
+    /// TopoLVM's volume object (cluster-scoped): the CSI controller writes it, vg-manager
+    /// realises it.
+    LogicalVolume,
 }
 
 impl Kind {
@@ -37,6 +40,7 @@ impl Kind {
                 &GroupVersionKind::gvk("snapshot.storage.k8s.io", "v1", "VolumeSnapshotClass"),
                 "volumesnapshotclasses",
             ),
+            Kind::LogicalVolume => ApiResource::erase::<crate::api::LogicalVolume>(&()),
             Kind::Scc => ApiResource::from_gvk_with_plural(
                 &GroupVersionKind::gvk("security.openshift.io", "v1", "SecurityContextConstraints"),
                 "securitycontextconstraints",

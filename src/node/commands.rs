@@ -26,6 +26,7 @@ pub const LVCREATE: &str = "/usr/sbin/lvcreate";
 pub const LVEXTEND: &str = "/usr/sbin/lvextend";
 pub const LVREMOVE: &str = "/usr/sbin/lvremove";
 pub const LVCHANGE: &str = "/usr/sbin/lvchange";
+pub const LVRESIZE: &str = "/usr/sbin/lvresize";
 /// LVMS runs `/usr/sbin/lvmdevices`; some distributions (Debian's lvm2 2.03.16) ship no such
 /// link, while `lvm lvmdevices` works everywhere, so lvms runs that.
 pub const LVM: &str = "/usr/sbin/lvm";
@@ -58,7 +59,7 @@ pub enum CommandError {
     MetadataSize { command: &'static str },
 }
 
-fn argv<I, S>(program: &str, args: I) -> Vec<String>
+pub(crate) fn argv<I, S>(program: &str, args: I) -> Vec<String>
 where
     I: IntoIterator<Item = S>,
     S: Into<String>,
@@ -68,14 +69,14 @@ where
         .collect()
 }
 
-fn need_vg(command: &'static str, vg: &str) -> Result<(), CommandError> {
+pub(crate) fn need_vg(command: &'static str, vg: &str) -> Result<(), CommandError> {
     if vg.is_empty() {
         return Err(CommandError::EmptyVgName { command });
     }
     Ok(())
 }
 
-fn need_lv(command: &'static str, vg: &str, lv: &str) -> Result<String, CommandError> {
+pub(crate) fn need_lv(command: &'static str, vg: &str, lv: &str) -> Result<String, CommandError> {
     need_vg(command, vg)?;
     if lv.is_empty() {
         return Err(CommandError::EmptyLvName { command });
@@ -114,6 +115,7 @@ pub fn is_lvm_program(argv: &[String]) -> bool {
                 | LVEXTEND
                 | LVREMOVE
                 | LVCHANGE
+                | LVRESIZE
                 | LVM
         )
     })

@@ -18,6 +18,13 @@ pub mod teardown;
 pub mod thin;
 pub mod validate;
 pub mod vg_status;
+pub mod volume_actions;
+pub mod volume_capacity;
+pub mod volume_commands;
+pub mod volume_plan;
+pub mod volume_replay;
+pub mod volume_space;
+pub mod volume_view;
 pub mod wipe;
 
 /// A captured lvm2/util-linux output from tests/fixtures/lvm2 (unit tests only).

@@ -14,3 +14,4 @@ pub mod run;
 pub mod volume_group;
 #[cfg(test)]
 mod volume_group_tests;
+pub mod volumes;

@@ -24,7 +24,7 @@ use super::node_report::NodeReport;
 use super::node_status_unit::{self, NodeStatusUnit};
 use super::registry::{self, Registry, SpecFor};
 use super::volume_group::{NodeCtx, VolumeGroupUnit};
-use crate::api::{LVMVolumeGroup, LVMVolumeGroupNodeStatus};
+use crate::api::{LVMVolumeGroup, LVMVolumeGroupNodeStatus, LogicalVolume};
 use crate::kube::caches::{spawn_typed, strip_meta};
 use crate::kube::events::KubeEvents;
 use crate::runtime::{Diagnostics, PublisherSlot, Supervision, UnitWiring};
@@ -65,16 +65,32 @@ pub async fn run(
 
     // Watch events → triggers: the registry and every volume-group actor.
     let registry_trigger = Trigger::new();
+    let volumes_trigger = Trigger::new();
     let vg_triggers: Arc<Mutex<BTreeMap<String, Trigger>>> = Arc::default();
     let report = NodeReport::default();
     let router: crate::kube::caches::Router = {
         let (reg, vgs) = (registry_trigger.clone(), vg_triggers.clone());
         let node_status = report.changed.clone();
+        let volumes = volumes_trigger.clone();
         Arc::new(move |source, _change, _traceparent: Option<&str>| {
+            use crate::kube::kinds::Kind;
+            // Every change that can move a volume or the node's capacity: its volumes, a
+            // class built or torn down (the node status follows each volume-group pass), the
+            // Node's annotations.
+            if matches!(
+                source,
+                Kind::LogicalVolume | Kind::NodeStatus | Kind::VolumeGroup | Kind::Node
+            ) {
+                volumes.bump(&format!("{source:?}"));
+            }
+            // LogicalVolumes matter to the volumes unit only.
+            if source == Kind::LogicalVolume {
+                return;
+            }
             // This node's status matters only to the node-status unit: it writes into the
             // object the operator created (and stops when it is deleted). Its own writes come
             // back here too and find nothing to do.
-            if source == crate::kube::kinds::Kind::NodeStatus {
+            if source == Kind::NodeStatus {
                 node_status.bump("NodeStatus");
                 return;
             }
@@ -110,6 +126,15 @@ pub async fn run(
         strip_meta,
         &mut tasks,
     );
+    // This node's LogicalVolumes only (`spec.nodeName` is a selectable field of the CRD).
+    let logical_volumes = spawn_typed(
+        Api::<LogicalVolume>::all(client.clone()),
+        watcher::Config::default().fields(&format!("spec.nodeName={}", cfg.node)),
+        crate::kube::kinds::Kind::LogicalVolume,
+        router.clone(),
+        strip_meta,
+        &mut tasks,
+    );
     volume_groups
         .wait_until_ready()
         .await
@@ -120,6 +145,10 @@ pub async fn run(
         .wait_until_ready()
         .await
         .context("LVMVolumeGroupNodeStatus cache")?;
+    logical_volumes
+        .wait_until_ready()
+        .await
+        .context("LogicalVolume cache")?;
     info!(node = %cfg.node, "caches synced");
 
     let ctx = Arc::new(NodeCtx {
@@ -196,6 +225,15 @@ pub async fn run(
             report.clone(),
             node_statuses.clone(),
         ),
+    ));
+    children.push(wiring.child(
+        super::volumes::UNIT,
+        volumes_trigger.clone(),
+        super::volumes::VolumesUnit {
+            ctx: ctx.clone(),
+            volumes: logical_volumes,
+            nodes: nodes.clone(),
+        },
     ));
     children.push(wiring.child(
         registry::UNIT,

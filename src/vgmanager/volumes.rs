@@ -1,0 +1,470 @@
+//! The LogicalVolume actor of this node (TopoLVM's node-side LogicalVolume reconciler and
+//! lvmd, as one unit): every LogicalVolume whose `spec.nodeName` is this node is driven to
+//! its plan's `Done` one journaled step at a time (finalizer, lvcreate / lvcreate -s /
+//! lvresize / lvchange / lvremove, status), and the node's capacity annotations follow what
+//! lvm2 reports. lvm2 commands of one node run one at a time anyway, so one actor serves all
+//! of the node's volumes; each step's journal object is its LogicalVolume, so
+//! `lvms journal inspect --object` tells one volume's story.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Node;
+use kube::Api;
+use kube::api::{Patch, PatchParams};
+use kube::runtime::reflector::Store;
+use lvms_actors::{Action, Done, Pass, StepSpec, Steps, Unit, UnitError};
+use lvms_journal::{Intent, ObjectRef};
+use serde_json::{Value, json};
+use tracing::warn;
+
+use super::volume_group::NodeCtx;
+use crate::api::quantity::format_binary;
+use crate::api::topolvm::{CAPACITY_ANNOTATION_PREFIX, CREATED_BY_LABEL};
+use crate::api::{LOGICAL_VOLUME_FINALIZER, LogicalVolume};
+use crate::kube::apply::unit_error;
+use crate::node::lvmd_config::{self, LvmdConfig};
+use crate::node::report::{parse_lvs, parse_vgs};
+use crate::node::volume_actions::VolumeAction as A;
+use crate::node::volume_capacity::{self, ClassObservation};
+use crate::node::volume_commands as cmd;
+use crate::node::volume_plan::{HostView, Plan, StatusWrite, plan, resolve_class};
+use crate::node::volume_replay;
+use crate::node::volume_view::{source_volume_id, view_of};
+use crate::objects::object_ref;
+
+pub const UNIT: &str = "volumes";
+
+/// Steps one LogicalVolume may take in one pass (finalizer, create, grow, access, status):
+/// more means the plan is not converging, and the next pass tries again.
+const MAX_STEPS_PER_VOLUME: usize = 8;
+
+pub struct VolumesUnit {
+    pub ctx: Arc<NodeCtx>,
+    /// This node's LogicalVolumes (watched with `spec.nodeName=<node>`).
+    pub volumes: Store<LogicalVolume>,
+    /// This node's Node (its capacity annotations).
+    pub nodes: Store<Node>,
+}
+
+/// Each class's observation, or why it could not be read (never "no LVs").
+type Observed = BTreeMap<String, Result<ClassObservation, String>>;
+
+fn host_err(what: &str) -> impl Fn(super::host::HostError) -> UnitError + '_ {
+    move |e| UnitError::retryable("HostCommandFailed", format!("{what}: {e}"))
+}
+
+fn cmd_err(e: crate::node::commands::CommandError) -> UnitError {
+    UnitError::permanent("InvalidCommand", e.to_string())
+}
+
+impl VolumesUnit {
+    fn api(&self) -> Api<LogicalVolume> {
+        Api::all(self.ctx.client.clone())
+    }
+
+    async fn run_host(&self, argv: &[String]) -> Result<String, UnitError> {
+        self.ctx
+            .host
+            .run(argv, &[])
+            .await
+            .map(|o| o.stdout)
+            .map_err(host_err(
+                argv.first().map(String::as_str).unwrap_or("command"),
+            ))
+    }
+
+    fn read_lvmd(&self) -> Result<Option<LvmdConfig>, UnitError> {
+        let path = &self.ctx.lvmd_path;
+        match self.ctx.host.read_to_string(path) {
+            Ok(text) => lvmd_config::parse(&text).map(Some).map_err(|e| {
+                UnitError::permanent("LVMDConfigInvalid", format!("{}: {e}", path.display()))
+            }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(UnitError::retryable(
+                "LVMDConfigUnreadable",
+                format!("{}: {e}", path.display()),
+            )),
+        }
+    }
+
+    /// `lvs` and `vgs` of one VG. A VG that is not there (not built yet) or a report that
+    /// does not parse is an error for this class, never an empty VG.
+    async fn observe_vg(&self, vg: &str) -> Result<ClassObservation, UnitError> {
+        let lvs = parse_lvs(&self.run_host(&cmd::lvs_in(vg).map_err(cmd_err)?).await?)
+            .map_err(|e| UnitError::retryable("LvsFailed", e.to_string()))?;
+        let vgs = parse_vgs(&self.run_host(&cmd::vgs_free(vg).map_err(cmd_err)?).await?)
+            .map_err(|e| UnitError::retryable("VgsFailed", e.to_string()))?;
+        let vg_free = vgs
+            .iter()
+            .find(|r| r.vg_name == vg)
+            .and_then(|r| r.vg_free)
+            .ok_or_else(|| {
+                UnitError::retryable("VgsFailed", format!("vgs reported no free bytes for {vg}"))
+            })?;
+        Ok(ClassObservation {
+            vg_free,
+            lvs: lvs.all().cloned().collect(),
+        })
+    }
+
+    async fn observe(&self, config: &LvmdConfig) -> Observed {
+        let mut out = BTreeMap::new();
+        for class in &config.device_classes {
+            let obs = self
+                .observe_vg(&class.volume_group)
+                .await
+                .map_err(|e| e.message);
+            out.insert(class.name.clone(), obs);
+        }
+        out
+    }
+
+    fn node(&self) -> Option<Arc<Node>> {
+        self.nodes
+            .state()
+            .into_iter()
+            .find(|n| n.metadata.name.as_deref() == Some(self.ctx.node.as_str()))
+    }
+
+    fn node_object(&self) -> ObjectRef {
+        self.node()
+            .map(|n| object_ref(n.as_ref()))
+            .unwrap_or(ObjectRef {
+                kind: "Node".into(),
+                name: self.ctx.node.clone(),
+                ..ObjectRef::default()
+            })
+    }
+
+    /// This node's LogicalVolumes, by name (the watch is filtered server-side; the check here
+    /// keeps a volume of another node out even if the filter were dropped).
+    fn volumes(&self) -> Vec<Arc<LogicalVolume>> {
+        let mut v: Vec<_> = self
+            .volumes
+            .state()
+            .into_iter()
+            .filter(|l| l.spec.node_name == self.ctx.node)
+            .collect();
+        v.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+        v
+    }
+
+    /// One LogicalVolume to its plan's end (or the step budget). Returns the object as last
+    /// written and whether its LV is missing.
+    async fn drive(
+        &self,
+        steps: &Steps,
+        config: &LvmdConfig,
+        observed: &mut Observed,
+        mut lv: LogicalVolume,
+    ) -> Result<bool, UnitError> {
+        let all = self.volumes();
+        for _ in 0..MAX_STEPS_PER_VOLUME {
+            let view = view_of(&lv);
+            let class = resolve_class(config, &view.device_class).ok();
+            let obs = match class.map(|c| observed.get(&c.name)) {
+                Some(Some(Ok(o))) => o.clone(),
+                // The class's VG could not be read: nothing is decided about this volume.
+                Some(Some(Err(e))) => {
+                    return Err(UnitError::retryable("VolumeGroupUnreadable", e.clone()));
+                }
+                // An unknown class: the planner refuses it (nothing on disk to look at).
+                _ => ClassObservation::default(),
+            };
+            let source_volume_id = view
+                .source
+                .as_deref()
+                .map(|s| source_volume_id(s, all.iter().map(Arc::as_ref)));
+            let host = HostView {
+                config: config.clone(),
+                lvs: obs.lvs,
+                vg_free: obs.vg_free,
+                source_volume_id,
+            };
+            let object = object_ref(&lv);
+            match plan(&view, &host) {
+                Plan::Done => return Ok(false),
+                Plan::Missing(message) => {
+                    warn!(volume = %view.name, %message, "volume lost from disk");
+                    return Ok(true);
+                }
+                Plan::AddFinalizer => lv = self.add_finalizer(steps, object, &lv).await?,
+                Plan::RemoveFinalizer => {
+                    self.remove_finalizer(steps, object, &lv).await?;
+                    return Ok(false);
+                }
+                Plan::Status(write) => lv = self.write_status(steps, object, &lv, write).await?,
+                Plan::Host { action, argv } => {
+                    self.host_step(steps, object, action, argv).await?;
+                    // The class's VG as the command left it.
+                    if let Some(c) = class {
+                        let fresh = self
+                            .observe_vg(&c.volume_group)
+                            .await
+                            .map_err(|e| e.message);
+                        observed.insert(c.name.clone(), fresh);
+                    }
+                }
+            }
+        }
+        Ok(false)
+    }
+
+    async fn host_step(
+        &self,
+        steps: &Steps,
+        object: ObjectRef,
+        action: A,
+        argv: Vec<String>,
+    ) -> Result<(), UnitError> {
+        let spec = StepSpec::new(object, action).args(argv.clone());
+        steps
+            .run(spec, || async {
+                let out = self
+                    .ctx
+                    .host
+                    .run(&argv, &[])
+                    .await
+                    .map_err(host_err(action.name()))?;
+                Ok(Done::default().with_fact("host_ms", out.took.as_millis().to_string()))
+            })
+            .await?;
+        Ok(())
+    }
+
+    /// TopoLVM's finalizer, then its created-by label, in one patch guarded by the
+    /// resourceVersion the cache saw (a conflict is retried by the next pass).
+    async fn add_finalizer(
+        &self,
+        steps: &Steps,
+        object: ObjectRef,
+        lv: &LogicalVolume,
+    ) -> Result<LogicalVolume, UnitError> {
+        let name = lv.metadata.name.clone().unwrap_or_default();
+        let mut finalizers = lv.metadata.finalizers.clone().unwrap_or_default();
+        if !finalizers.iter().any(|f| f == LOGICAL_VOLUME_FINALIZER) {
+            finalizers.push(LOGICAL_VOLUME_FINALIZER.into());
+        }
+        let patch = json!({"metadata": {
+            "finalizers": finalizers,
+            "labels": {CREATED_BY_LABEL.0: CREATED_BY_LABEL.1},
+            "resourceVersion": lv.metadata.resource_version,
+        }});
+        let spec =
+            StepSpec::new(object, A::AddFinalizer).args(vec![LOGICAL_VOLUME_FINALIZER.into()]);
+        self.patch_step(steps, spec, &name, patch, false).await
+    }
+
+    async fn remove_finalizer(
+        &self,
+        steps: &Steps,
+        object: ObjectRef,
+        lv: &LogicalVolume,
+    ) -> Result<(), UnitError> {
+        let name = lv.metadata.name.clone().unwrap_or_default();
+        let spec =
+            StepSpec::new(object, A::RemoveFinalizer).args(vec![LOGICAL_VOLUME_FINALIZER.into()]);
+        let client = self.ctx.client.clone();
+        steps
+            .run(spec, || {
+                crate::kube::apply::edit_finalizers(
+                    &client,
+                    crate::kube::kinds::Kind::LogicalVolume,
+                    "",
+                    &name,
+                    |f| f.retain(|x| x != LOGICAL_VOLUME_FINALIZER),
+                )
+            })
+            .await?;
+        Ok(())
+    }
+
+    async fn write_status(
+        &self,
+        steps: &Steps,
+        object: ObjectRef,
+        lv: &LogicalVolume,
+        write: StatusWrite,
+    ) -> Result<LogicalVolume, UnitError> {
+        let name = lv.metadata.name.clone().unwrap_or_default();
+        let (status, args) = match &write {
+            StatusWrite::Ready {
+                volume_id,
+                current_size,
+            } => (
+                json!({"volumeID": volume_id, "currentSize": format_binary(*current_size), "code": null, "message": null}),
+                vec![format!("ready {volume_id} {current_size}")],
+            ),
+            StatusWrite::Refused { code, message } => (
+                json!({"code": *code as i32, "message": message}),
+                vec![format!("refused {code:?}: {message}")],
+            ),
+        };
+        let spec = StepSpec::new(object, A::WriteStatus).args(args);
+        self.patch_step(steps, spec, &name, json!({ "status": status }), true)
+            .await
+    }
+
+    async fn patch_step(
+        &self,
+        steps: &Steps,
+        spec: StepSpec,
+        name: &str,
+        patch: Value,
+        status: bool,
+    ) -> Result<LogicalVolume, UnitError> {
+        let api = self.api();
+        let what = format!("LogicalVolume {name}");
+        let written = std::sync::Mutex::new(None);
+        steps
+            .run(spec, || async {
+                let params = PatchParams::default();
+                let p = Patch::Merge(&patch);
+                let obj = if status {
+                    api.patch_status(name, &params, &p).await
+                } else {
+                    api.patch(name, &params, &p).await
+                }
+                .map_err(|e| unit_error(&what, e))?;
+                let done = Done::resource_version(obj.metadata.resource_version.clone());
+                if let Ok(mut w) = written.lock() {
+                    *w = Some(obj);
+                }
+                Ok(done)
+            })
+            .await?;
+        written.into_inner().ok().flatten().ok_or_else(|| {
+            UnitError::retryable("Internal", format!("{what}: patch returned nothing"))
+        })
+    }
+
+    /// The Node's capacity annotations brought to what was observed. A class whose VG could
+    /// not be read keeps what the Node says for it: an unread VG is not an empty one.
+    async fn publish_capacity(
+        &self,
+        steps: &Steps,
+        config: &LvmdConfig,
+        observed: &Observed,
+    ) -> Result<bool, UnitError> {
+        let Some(node) = self.node() else {
+            return Ok(false);
+        };
+        let current: BTreeMap<String, String> = node
+            .metadata
+            .annotations
+            .iter()
+            .flatten()
+            .filter(|(k, _)| k.starts_with(CAPACITY_ANNOTATION_PREFIX))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        let seen: BTreeMap<String, ClassObservation> = observed
+            .iter()
+            .filter_map(|(c, o)| o.as_ref().ok().map(|o| (c.clone(), o.clone())))
+            .collect();
+        let mut desired = volume_capacity::annotations(config, &seen);
+        let unread: BTreeSet<String> = config
+            .device_classes
+            .iter()
+            .filter(|c| !seen.contains_key(&c.name))
+            .flat_map(|c| {
+                let mut keys = vec![crate::api::topolvm::capacity_annotation(&c.name)];
+                if c.default {
+                    keys.push(crate::api::topolvm::capacity_annotation(""));
+                }
+                keys
+            })
+            .collect();
+        for k in &unread {
+            if let Some(v) = current.get(k) {
+                desired.insert(k.clone(), v.clone());
+            }
+        }
+        let Some(patch) = volume_capacity::patch(&current, &desired) else {
+            return Ok(false);
+        };
+        let args = desired.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let spec = StepSpec::new(object_ref(node.as_ref()), A::AnnotateCapacity).args(args);
+        let api: Api<Node> = Api::all(self.ctx.client.clone());
+        let name = self.ctx.node.clone();
+        steps
+            .run(spec, || async {
+                api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await
+                    .map(|n| Done::resource_version(n.metadata.resource_version))
+                    .map_err(|e| unit_error(&format!("capacity annotations of Node {name}"), e))
+            })
+            .await?;
+        Ok(true)
+    }
+}
+
+impl Unit for VolumesUnit {
+    fn name(&self) -> &str {
+        UNIT
+    }
+
+    async fn reconcile(&self, steps: &Steps) -> Result<Pass, UnitError> {
+        steps.begin(self.node_object());
+        // Volume steps carry their own story; a pass is not news.
+        steps.quiet();
+        let requeue = Some(self.ctx.reconcile_interval);
+        let Some(config) = self.read_lvmd()? else {
+            return Ok(Pass {
+                summary: "no lvmd.yaml yet: no device class on this node".into(),
+                requeue_after: requeue,
+            });
+        };
+        let mut observed = self.observe(&config).await;
+        let (mut ok, mut missing, mut first_err) = (0usize, 0usize, None);
+        for lv in self.volumes() {
+            match self
+                .drive(steps, &config, &mut observed, lv.as_ref().clone())
+                .await
+            {
+                Ok(lost) => {
+                    ok += 1;
+                    missing += usize::from(lost);
+                }
+                // One volume's failure does not hold the others back; the pass reports it.
+                Err(e) => {
+                    warn!(volume = ?lv.metadata.name, error = %e.message, "volume step failed");
+                    first_err.get_or_insert(e);
+                }
+            }
+        }
+        self.publish_capacity(steps, &config, &observed).await?;
+        if let Some(e) = first_err {
+            return Err(e);
+        }
+        Ok(Pass {
+            summary: format!("{ok} logical volumes in sync, {missing} missing from disk"),
+            requeue_after: requeue,
+        })
+    }
+
+    /// lvm2 first: an lvcreate that happened is adopted by the next pass, never repeated.
+    async fn replay(&self, intent: &Intent, _steps: &Steps) -> Result<Done, UnitError> {
+        let action = intent
+            .action_as::<A>()
+            .map_err(|e| UnitError::permanent("UnknownAction", e))?;
+        let host_step = matches!(
+            action,
+            A::Lvcreate | A::LvcreateSnapshot | A::Lvresize | A::Lvremove
+        );
+        if !host_step {
+            return Ok(Done::replayed(volume_replay::verdict(action, &[], "", &[])));
+        }
+        let vg = volume_replay::vg_of(&intent.args).ok_or_else(|| {
+            UnitError::permanent(
+                "UnreadableIntent",
+                format!("no volume group in {:?}", intent.args),
+            )
+        })?;
+        let lvs = parse_lvs(&self.run_host(&cmd::lvs_in(vg).map_err(cmd_err)?).await?)
+            .map_err(|e| UnitError::retryable("LvsFailed", e.to_string()))?;
+        let lvs: Vec<_> = lvs.all().cloned().collect();
+        let verdict = volume_replay::verdict(action, &intent.args, &intent.object.uid, &lvs);
+        Ok(Done::replayed(verdict))
+    }
+}

@@ -1,0 +1,186 @@
+//! One node with a thick class on a loop disk, the operator's CSI socket, and what the tests
+//! read back (lvs, the Node's capacity annotation, LogicalVolumes).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Node;
+use kube::Api;
+use kube::api::{Patch, PatchParams};
+use lvms::api::LogicalVolume;
+use lvms::csi::proto::controller_client::ControllerClient;
+use lvms::csi::proto::volume_capability::access_mode::Mode;
+use lvms::csi::proto::volume_capability::{AccessMode, AccessType, MountVolume};
+use lvms::csi::proto::{
+    CapacityRange, CreateVolumeRequest, Topology, TopologyRequirement, VolumeCapability,
+};
+use lvms::dev::operator::OperatorProcess;
+use lvms_testkit::disks::{Disk, lvm, require_prerequisites};
+use lvms_testkit::fixtures::{host_selector, lvm_cluster};
+use lvms_testkit::kubelet::{create_node, register_csi_node};
+use lvms_testkit::{Scenario, eventually};
+use serde_json::json;
+use tonic::transport::Channel;
+
+pub const T: Duration = Duration::from_secs(60);
+pub const NODE: &str = "node-a";
+pub const MIB: u64 = 1 << 20;
+
+pub struct ThickNode {
+    pub s: Scenario,
+    pub op: OperatorProcess,
+    pub vgm: Option<OperatorProcess>,
+    /// The device class and its VG (one name).
+    pub class: String,
+    pub _disk: Disk,
+}
+
+impl ThickNode {
+    /// node-a with one thick default class on a 200 MiB loop disk, Ready, its capacity
+    /// published. `vgm_env` goes to vg-manager (fault injection).
+    pub async fn start(prefix: &str, vgm_env: &[(&str, &str)]) -> ThickNode {
+        require_prerequisites();
+        let s = Scenario::new(prefix).await;
+        // One VG name per scenario: a VG of an earlier scenario may still be on its disk.
+        static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let i = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let class = format!("c{}x{i}", std::process::id());
+        // Disk links are per process (/dev/lvms-e2e-<pid>/<name>): one name per scenario.
+        let disk = Disk::new(&s.dir.join("disks"), &format!("d{i}"), 200);
+        create_node(&s.client, NODE, false).await;
+        register_csi_node(&s.client, NODE, true).await;
+        // What kubelet does with NodeGetInfo's topology when the node plugin registers.
+        Api::<Node>::all(s.client.clone())
+            .patch(
+                NODE,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": {"labels": {"topology.topolvm.io/node": NODE}}})),
+            )
+            .await
+            .expect("topology label");
+        let op = s.operator(&[], &[]);
+        let vgm = s.vg_manager(NODE, vgm_env);
+        s.create_cluster(lvm_cluster(
+            "my-lvmcluster",
+            json!([{"name": class, "default": true, "nodeSelector": host_selector(NODE),
+                    "deviceSelector": {"paths": [disk.link]}}]),
+        ))
+        .await;
+        s.ready_vg_entry(NODE, &class, T, |_| true).await;
+        let n = ThickNode {
+            s,
+            op,
+            vgm: Some(vgm),
+            class,
+            _disk: disk,
+        };
+        n.capacity_where(|c| c > 150 * MIB).await;
+        n
+    }
+
+    pub async fn controller(&self) -> ControllerClient<Channel> {
+        let path = self.op.csi_socket.clone();
+        let channel = eventually(T, || {
+            let path = path.clone();
+            async move { lvms::csi::client::connect(&path).await.ok() }
+        })
+        .await
+        .unwrap_or_else(|| panic!("no CSI socket at {}", path.display()));
+        ControllerClient::new(channel)
+    }
+
+    /// `capacity.topolvm.io/<class>` on node-a.
+    pub async fn capacity(&self) -> Option<u64> {
+        let node = Api::<Node>::all(self.s.client.clone())
+            .get(NODE)
+            .await
+            .expect("node-a");
+        let key = format!("capacity.topolvm.io/{}", self.class);
+        node.metadata.annotations?.get(&key)?.parse().ok()
+    }
+
+    /// Waits until the capacity annotation satisfies `ok`; returns it.
+    pub async fn capacity_where(&self, ok: impl Fn(u64) -> bool) -> u64 {
+        let got = eventually(T, || async { self.capacity().await.filter(|c| ok(*c)) }).await;
+        got.unwrap_or_else(|| {
+            panic!(
+                "capacity annotation never matched (now {:?}); vg-manager log:\n{}",
+                futures::executor::block_on(self.capacity()),
+                self.vgm.as_ref().map(|v| v.log_text()).unwrap_or_default()
+            )
+        })
+    }
+
+    /// LV name → size in bytes, in the class's VG.
+    pub fn lvs(&self) -> BTreeMap<String, u64> {
+        let (ok, out) = lvm(
+            "lvs",
+            &[
+                "--noheadings",
+                "--units",
+                "b",
+                "--nosuffix",
+                "-o",
+                "lv_name,lv_size",
+                &self.class,
+            ],
+        );
+        assert!(ok, "lvs: {out}");
+        out.lines()
+            .filter_map(|l| {
+                let mut w = l.split_whitespace();
+                let name = w.next()?;
+                let size = w.next()?.parse().ok()?;
+                Some((name.to_string(), size))
+            })
+            .collect()
+    }
+
+    pub fn logical_volumes(&self) -> Api<LogicalVolume> {
+        Api::all(self.s.client.clone())
+    }
+
+    pub fn restart_vg_manager(&mut self, env: &[(&str, &str)]) {
+        if let Some(mut v) = self.vgm.take() {
+            v.kill();
+        }
+        self.vgm = Some(self.s.vg_manager(NODE, env));
+    }
+}
+
+/// A CreateVolume as csi-provisioner sends it for a WaitForFirstConsumer PVC on node-a.
+pub fn create_request(name: &str, bytes: u64, class: &str) -> CreateVolumeRequest {
+    let segment = Topology {
+        segments: [("topology.topolvm.io/node".to_string(), NODE.to_string())].into(),
+    };
+    CreateVolumeRequest {
+        name: name.into(),
+        capacity_range: Some(CapacityRange {
+            required_bytes: bytes as i64,
+            limit_bytes: 0,
+        }),
+        volume_capabilities: vec![VolumeCapability {
+            access_mode: Some(AccessMode {
+                mode: Mode::SingleNodeWriter as i32,
+            }),
+            access_type: Some(AccessType::Mount(MountVolume {
+                fs_type: "ext4".into(),
+                ..Default::default()
+            })),
+        }],
+        parameters: [
+            ("topolvm.io/device-class".to_string(), class.to_string()),
+            ("csi.storage.k8s.io/pvc/name".to_string(), name.to_string()),
+            (
+                "csi.storage.k8s.io/pvc/namespace".to_string(),
+                "default".to_string(),
+            ),
+        ]
+        .into(),
+        accessibility_requirements: Some(TopologyRequirement {
+            requisite: vec![segment.clone()],
+            preferred: vec![segment],
+        }),
+        ..Default::default()
+    }
+}

@@ -1,0 +1,184 @@
+//! vg-manager SIGKILLed at each fault point of a volume's create, grow and delete paths: the
+//! RPC, retried as csi-provisioner / csi-resizer retry it, completes once vg-manager is back;
+//! one LV per volume, no orphan, nothing done twice, no open intent.
+
+use std::time::Duration;
+
+use lvms::csi::proto::controller_client::ControllerClient;
+use lvms::csi::proto::{CapacityRange, ControllerExpandVolumeRequest, DeleteVolumeRequest};
+use lvms::dev::operator::OperatorProcess;
+use lvms_journal::{Body, Journal};
+use tonic::transport::Channel;
+
+use crate::common::{MIB, NODE, ThickNode, create_request};
+
+/// The sidecars' retry: the same call again until it succeeds (each try 3 s).
+async fn until_ok<T, F, Fut>(what: &str, mut call: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<tonic::Response<T>, tonic::Status>>,
+{
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(90);
+    loop {
+        match call().await {
+            Ok(r) => return r.into_inner(),
+            Err(e) if tokio::time::Instant::now() < deadline => {
+                tracing::debug!(%what, error = %e, "retrying");
+                tokio::time::sleep(Duration::from_millis(300)).await;
+            }
+            Err(e) => panic!("{what} never succeeded: {e}"),
+        }
+    }
+}
+
+fn timed<T>(msg: T) -> tonic::Request<T> {
+    let mut r = tonic::Request::new(msg);
+    r.set_timeout(Duration::from_secs(3));
+    r
+}
+
+/// Run `op` with vg-manager set to die at `point`; once it has died, restart it clean and let
+/// `op` finish.
+async fn killed_at<F, Fut>(n: &mut ThickNode, point: &str, op: F)
+where
+    F: FnOnce(ControllerClient<Channel>) -> Fut,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    n.restart_vg_manager(&[("LVMS_CRASH_AT", point)]);
+    let task = tokio::spawn(op(n.controller().await));
+    let vgm = n.vgm.as_mut().expect("vg-manager");
+    let status = vgm
+        .wait_exit(Duration::from_secs(60))
+        .unwrap_or_else(|| panic!("vg-manager did not reach {point}:\n{}", vgm.log_text()));
+    assert!(
+        OperatorProcess::killed_by_sigkill(&status),
+        "vg-manager at {point} exited with {status:?}:\n{}",
+        vgm.log_text()
+    );
+    n.restart_vg_manager(&[]);
+    task.await.expect("the RPC task");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn vg_manager_killed_at_each_fault_point_loses_and_repeats_nothing() {
+    let mut n = ThickNode::start("csi-crash", &[]).await;
+    let class = n.class.clone();
+    let create_points = [
+        "intent-durable:volumes#add-finalizer",
+        "intent-durable:volumes#lvcreate",
+        "applied:volumes#lvcreate",
+        "step-outcome:volumes#lvcreate",
+        "applied:volumes#write-status",
+    ];
+    let mut ids = Vec::new();
+    for (i, point) in create_points.iter().enumerate() {
+        let name = format!("pvc-crash-{i}");
+        let (req, id) = (
+            create_request(&name, 32 * MIB, &class),
+            std::sync::Arc::new(std::sync::Mutex::new(String::new())),
+        );
+        let out = id.clone();
+        killed_at(&mut n, point, move |ctl| async move {
+            let v = until_ok("CreateVolume", || {
+                let (mut c, r) = (ctl.clone(), req.clone());
+                async move { c.create_volume(timed(r)).await }
+            })
+            .await;
+            *out.lock().unwrap() = v.volume.expect("volume").volume_id;
+        })
+        .await;
+        let id = id.lock().unwrap().clone();
+        assert_eq!(
+            n.lvs().get(&id),
+            Some(&(32 * MIB)),
+            "{point}: {:?}",
+            n.lvs()
+        );
+        ids.push(id);
+    }
+    let grow_points = [
+        "intent-durable:volumes#lvresize",
+        "applied:volumes#lvresize",
+    ];
+    for (point, id) in grow_points.iter().zip(&ids) {
+        let id = id.clone();
+        killed_at(&mut n, point, move |ctl| async move {
+            let req = ControllerExpandVolumeRequest {
+                volume_id: id,
+                capacity_range: Some(CapacityRange {
+                    required_bytes: (48 * MIB) as i64,
+                    limit_bytes: 0,
+                }),
+                ..Default::default()
+            };
+            until_ok("ControllerExpandVolume", || {
+                let (mut c, r) = (ctl.clone(), req.clone());
+                async move { c.controller_expand_volume(timed(r)).await }
+            })
+            .await;
+        })
+        .await;
+    }
+    for id in &ids[..2] {
+        assert_eq!(n.lvs().get(id), Some(&(48 * MIB)));
+    }
+    let delete_points = [
+        "intent-durable:volumes#lvremove",
+        "applied:volumes#lvremove",
+        "intent-durable:volumes#remove-finalizer",
+    ];
+    for (point, id) in delete_points.iter().zip(&ids) {
+        let id = id.clone();
+        killed_at(&mut n, point, move |ctl| async move {
+            let req = DeleteVolumeRequest {
+                volume_id: id,
+                ..Default::default()
+            };
+            until_ok("DeleteVolume", || {
+                let (mut c, r) = (ctl.clone(), req.clone());
+                async move { c.delete_volume(timed(r)).await }
+            })
+            .await;
+        })
+        .await;
+    }
+    // Exactly the volumes not deleted are on disk: no orphan, no duplicate.
+    let mut left: Vec<String> = n.lvs().into_keys().collect();
+    left.sort();
+    let mut want: Vec<String> = ids[3..].to_vec();
+    want.sort();
+    assert_eq!(left, want);
+    let lvs = n.logical_volumes().list(&Default::default()).await.unwrap();
+    assert_eq!(
+        lvs.items.len(),
+        want.len(),
+        "one LogicalVolume per live volume"
+    );
+
+    // The journal: every host step of every volume took effect at most once, none is open.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let j = Journal::open_copy(n.s.vg_manager_journal(NODE)).expect("journal");
+    assert!(j.open_intents().expect("open intents").is_empty());
+    let recs: Vec<_> = j.iter().map(|r| r.expect("a readable record")).collect();
+    for id in &ids {
+        let mine: Vec<_> = recs
+            .iter()
+            .filter(|r| match &r.body {
+                Body::Intent(i) => i.object.uid == *id,
+                _ => true,
+            })
+            .cloned()
+            .collect();
+        let effects = lvms_testkit::journal::effects(&mine, "volumes");
+        for action in ["lvcreate", "lvresize", "lvremove"] {
+            if let Some(e) = effects.get(action) {
+                assert!(e.took <= 1, "{id} {action}: {:?}", e.verdicts);
+            }
+        }
+        assert_eq!(
+            effects["lvcreate"].took, 1,
+            "{id}: {:?}",
+            effects["lvcreate"].verdicts
+        );
+    }
+}
