@@ -7,7 +7,9 @@
 #
 # Env: LVMS_K8S_VERSION (v1.36.3), LVMS_ETCD_VERSION (v3.6.16), LVMS_JAEGER_VERSION (v1.76.0,
 # the module version of Jaeger v2.13.0), LVMS_KUSTOMIZE_VERSION (v5.8.0),
-# LVMS_HELM_VERSION (v3.19.0), LVMS_TEST_BINS_CACHE
+# LVMS_HELM_VERSION (v3.19.0), the CSI peers LVMS_PROVISIONER_VERSION (v6.4.0),
+# LVMS_RESIZER_VERSION (v2.3.0), LVMS_SNAPSHOTTER_VERSION (v8.6.0: csi-snapshotter,
+# snapshot-controller and its CRDs), LVMS_CSI_SANITY_VERSION (v5.4.0), LVMS_TEST_BINS_CACHE
 # (~/.cache/lvms-test-bins). Exits non-zero with the fix when Go is missing or a build fails.
 set -euo pipefail
 
@@ -22,12 +24,23 @@ KUSTOMIZE=${LVMS_KUSTOMIZE_VERSION:-v5.8.0}
 KDIR=$CACHE/kustomize-$KUSTOMIZE
 HELM=${LVMS_HELM_VERSION:-v3.19.0}
 HDIR=$CACHE/helm-$HELM
+PROVISIONER=${LVMS_PROVISIONER_VERSION:-v6.4.0}
+RESIZER=${LVMS_RESIZER_VERSION:-v2.3.0}
+SNAPSHOTTER=${LVMS_SNAPSHOTTER_VERSION:-v8.6.0}
+SANITY=${LVMS_CSI_SANITY_VERSION:-v5.4.0}
+CSIDIR=$CACHE/csi-provisioner-$PROVISIONER-resizer-$RESIZER-snapshotter-$SNAPSHOTTER-sanity-$SANITY
 
 die() { echo "build-test-bins: $*" >&2; exit 1; }
 command -v go >/dev/null || die "no Go toolchain on PATH: install Go >= 1.26 (apt-get install golang-go is too old; use the machine's Go) and rerun"
 command -v python3 >/dev/null || die "python3 is needed to read the kubernetes go.mod: apt-get install -y python3"
 
-if [ -x "$BIN/etcd" ] && [ -x "$BIN/kube-apiserver" ] && [ -x "$BIN/kube-controller-manager" ] && [ -x "$JDIR/bin/jaeger" ] && [ -x "$KDIR/bin/kustomize" ] && [ -x "$HDIR/bin/helm" ]; then
+csi_ready() {
+  for b in csi-provisioner csi-resizer csi-snapshotter snapshot-controller csi-sanity; do
+    [ -x "$CSIDIR/bin/$b" ] || return 1
+  done
+  [ -d "$CSIDIR/crds" ]
+}
+if [ -x "$BIN/etcd" ] && [ -x "$BIN/kube-apiserver" ] && [ -x "$BIN/kube-controller-manager" ] && [ -x "$JDIR/bin/jaeger" ] && [ -x "$KDIR/bin/kustomize" ] && [ -x "$HDIR/bin/helm" ] && csi_ready; then
   echo "$BIN"; exit 0
 fi
 
@@ -104,4 +117,47 @@ $(tail -20 "$dir/build.log")"
 # kustomize v5.8.1+ needs go >= 1.27.
 go_install kustomize "$KDIR" "sigs.k8s.io/kustomize/kustomize/v5@$KUSTOMIZE"
 go_install helm "$HDIR" "helm.sh/helm/v3/cmd/helm@$HELM"
+
+# A module whose go.mod carries replace lines (a dependency's go.mod cannot): a wrapper
+# module requires it and copies them; a replace into its own tree (./client) becomes that
+# submodule's tag of the same version (as for the Kubernetes staging modules above).
+build_replaced() { # dir module version pkg...
+  local dir=$1 mod=$2 ver=$3
+  shift 3
+  (
+    cd "$dir"
+    [ -f go.mod ] || go mod init "local/lvms-$(basename "$mod")-bin"
+    local gomod
+    gomod=$(go mod download -json "$mod@$ver" | python3 -c 'import sys,json;print(json.load(sys.stdin)["GoMod"])')
+    go mod edit -require="$mod@$ver"
+    go mod edit -json "$gomod" | python3 -c 'import sys,json
+for r in json.load(sys.stdin).get("Replace") or []:
+    n, o = r["New"], r["Old"]["Path"]
+    old = o + ("@" + r["Old"]["Version"] if r["Old"].get("Version") else "")
+    print(old + "=" + (o + "@" + sys.argv[1] if n["Path"].startswith(".") else n["Path"] + "@" + n["Version"]))' "$ver" |
+      while read -r rep; do go mod edit -replace="$rep"; done
+    local pkgs=() p
+    for p in "$@"; do pkgs+=("$mod/$p"); done
+    go get -tool "${pkgs[@]/%/@$ver}"
+    go build -p 2 -trimpath -ldflags "-s -w" -o "$dir/out/" "${pkgs[@]}"
+  )
+}
+if ! csi_ready; then
+  mkdir -p "$CSIDIR/bin" "$CSIDIR/provisioner" "$CSIDIR/resizer" "$CSIDIR/snapshotter" "$CSIDIR/sanity"
+  clog=$CSIDIR/build.log
+  : >"$clog"
+  echo "build-test-bins: building csi-provisioner $PROVISIONER, csi-resizer $RESIZER, external-snapshotter $SNAPSHOTTER, csi-sanity $SANITY (log: $clog)" >&2
+  {
+    build_replaced "$CSIDIR/provisioner" github.com/kubernetes-csi/external-provisioner/v6 "$PROVISIONER" cmd/csi-provisioner &&
+      build_replaced "$CSIDIR/resizer" github.com/kubernetes-csi/external-resizer/v2 "$RESIZER" cmd/csi-resizer &&
+      build_replaced "$CSIDIR/snapshotter" github.com/kubernetes-csi/external-snapshotter/v8 "$SNAPSHOTTER" cmd/csi-snapshotter cmd/snapshot-controller &&
+      build_replaced "$CSIDIR/sanity" github.com/kubernetes-csi/csi-test/v5 "$SANITY" cmd/csi-sanity &&
+      for d in provisioner resizer snapshotter sanity; do cp -f "$CSIDIR/$d/out/"* "$CSIDIR/bin/"; done &&
+      # The snapshot CRDs as that release ships them (config/crd of its client module).
+      src=$(cd "$CSIDIR/snapshotter" && go mod download -json "github.com/kubernetes-csi/external-snapshotter/client/v8@$SNAPSHOTTER" | python3 -c 'import sys,json;print(json.load(sys.stdin)["Dir"])') &&
+      mkdir -p "$CSIDIR/crds.tmp" && cp "$src"/config/crd/*.yaml "$CSIDIR/crds.tmp/" &&
+      rm -f "$CSIDIR/crds.tmp/kustomization.yaml" && mv "$CSIDIR/crds.tmp" "$CSIDIR/crds"
+  } >>"$clog" 2>&1 || die "CSI peers build failed; last lines of $clog:
+$(tail -20 "$clog")"
+fi
 echo "$BIN"

@@ -60,6 +60,9 @@ pub struct VgManagerArgs {
     /// under Dynamic discovery, thin pool growth); LVMS uses 30 s.
     #[arg(long, env = "LVMS_RECONCILE_INTERVAL", default_value = "30s", value_parser = super::since::parse_duration)]
     pub reconcile_interval: Duration,
+    /// The CSI node socket (Identity + Node), where kubelet's plugin registration points.
+    #[arg(long, env = "LVMS_CSI_NODE_SOCKET", default_value = crate::csi::node::DEFAULT_NODE_SOCKET)]
+    pub csi_node_socket: PathBuf,
     #[arg(long, env = "LVMS_LOG_FORMAT", default_value = "text", value_parser = ["text", "json"])]
     pub log_format: String,
 }
@@ -85,6 +88,7 @@ pub fn run_cmd(args: VgManagerArgs) -> anyhow::Result<ExitCode> {
             debounce: Duration::from_millis(args.debounce_ms),
             device_allowlist: args.device_allowlist,
             reconcile_interval: args.reconcile_interval,
+            csi_node_socket: args.csi_node_socket,
             restart_policy: RestartPolicy::default(),
         };
         run(client, cfg, super::signals::terminated()).await

@@ -11,6 +11,7 @@ pub mod controller;
 pub mod errors;
 pub mod identity;
 pub mod locks;
+pub mod node;
 pub use crate::api::topolvm as names;
 pub mod placement;
 pub mod replay;

@@ -40,6 +40,51 @@ impl Drop for SocketFile {
     }
 }
 
+/// A CSI endpoint being served; its socket file is removed when it is dropped.
+pub struct Serving {
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    task: tokio::task::JoinHandle<()>,
+    _socket: SocketFile,
+}
+
+impl Serving {
+    /// Stop accepting calls and wait for the server (calls in flight are dropped: every RPC
+    /// is retried by its caller, and its journaled writes are replayed).
+    pub async fn stop(mut self) {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(2), &mut self.task).await;
+        self.task.abort();
+    }
+}
+
+/// Serve `router` (`what`: its services, for the log) on `listener`, bound at `socket`.
+pub fn serve(
+    socket: &Path,
+    listener: UnixListener,
+    router: tonic::transport::server::Router,
+    what: &'static str,
+) -> Serving {
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(async move {
+        let result = router
+            .serve_with_incoming_shutdown(incoming(listener), async {
+                let _ = rx.await;
+            })
+            .await;
+        if let Err(e) = result {
+            tracing::error!(error = %e, services = what, "CSI server stopped");
+        }
+    });
+    tracing::info!(socket = %socket.display(), services = what, "CSI serving");
+    Serving {
+        stop: Some(tx),
+        task,
+        _socket: SocketFile(socket.to_path_buf()),
+    }
+}
+
 /// The listener as the stream tonic serves from.
 pub fn incoming(listener: UnixListener) -> UnixListenerStream {
     UnixListenerStream::new(listener)

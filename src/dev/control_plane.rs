@@ -196,7 +196,8 @@ impl ControlPlane {
                 format!("--kubeconfig={}", kcm_config.display()),
                 "--leader-elect=false".to_string(),
                 "--secure-port=0".to_string(),
-                "--controllers=garbage-collector-controller,namespace-controller".to_string(),
+                // PVs bind to claims, grow and go as on a cluster (the CSI tests need all of it).
+                "--controllers=garbage-collector-controller,namespace-controller,persistentvolume-binder-controller,persistentvolume-expander-controller,persistentvolumeclaim-protection-controller,persistentvolume-protection-controller".to_string(),
                 "--use-service-account-credentials=false".to_string(),
             ]);
             cp.spawn("kube-controller-manager", kcm)?;

@@ -3,6 +3,7 @@
 
 pub mod control_plane;
 pub mod crds;
+pub mod csi_peers;
 pub mod deploy;
 pub mod jaeger;
 pub mod operator;

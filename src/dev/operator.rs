@@ -23,7 +23,7 @@ pub struct OperatorProcess {
     child: Child,
     pub diagnostics: u16,
     pub log: PathBuf,
-    /// The operator's CSI controller socket (empty for vg-manager).
+    /// The CSI socket: the operator's controller socket, or vg-manager's node socket.
     pub csi_socket: PathBuf,
 }
 
@@ -60,6 +60,7 @@ impl OperatorProcess {
         let log = opts
             .dir
             .join(format!("vg-manager-{}.log", std::process::id()));
+        let csi_socket = fresh_socket_path();
         let mut cmd = Command::new(&opts.bin);
         cmd.arg("vg-manager")
             .args(["--node-name", &opts.node, "--namespace", &opts.namespace])
@@ -78,6 +79,8 @@ impl OperatorProcess {
             .arg("--diagnostics-addr")
             .arg(format!("127.0.0.1:{diagnostics}"))
             .args(["--debounce-ms", "20"])
+            .arg("--csi-node-socket")
+            .arg(&csi_socket)
             .env("KUBECONFIG", &opts.kubeconfig)
             .env_remove("LVMS_CRASH_AT")
             .env_remove("LVMS_PANIC_IN");
@@ -89,7 +92,7 @@ impl OperatorProcess {
             child,
             diagnostics,
             log,
-            csi_socket: PathBuf::new(),
+            csi_socket,
         })
     }
 

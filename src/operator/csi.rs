@@ -7,35 +7,16 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::Node;
 use kube::runtime::reflector::Store;
 use lvms_actors::Readiness;
-use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
-use tracing::{error, info};
 
 use crate::csi::controller::ControllerService;
 use crate::csi::identity::IdentityService;
 use crate::csi::proto::controller_server::ControllerServer;
 use crate::csi::proto::identity_server::IdentityServer;
-use crate::csi::server::{SocketFile, bind, incoming};
+use crate::csi::server::bind;
 use crate::csi::volumes::Volumes;
 use crate::csi::writes::LvWrites;
 
-pub struct CsiServer {
-    stop: Option<oneshot::Sender<()>>,
-    task: JoinHandle<()>,
-    _socket: SocketFile,
-}
-
-impl CsiServer {
-    /// Stop accepting calls and wait for the server (calls in flight are dropped: every RPC
-    /// is retried by its sidecar, and its journaled writes are replayed).
-    pub async fn stop(mut self) {
-        if let Some(tx) = self.stop.take() {
-            let _ = tx.send(());
-        }
-        let _ = tokio::time::timeout(std::time::Duration::from_secs(2), &mut self.task).await;
-        self.task.abort();
-    }
-}
+pub use crate::csi::server::Serving as CsiServer;
 
 pub fn serve(
     socket: &Path,
@@ -53,23 +34,13 @@ pub fn serve(
         })
     };
     let controller = Arc::new(ControllerService::new(writes, volumes, nodes));
-    let (tx, rx) = oneshot::channel::<()>();
-    let task = tokio::spawn(async move {
-        let result = tonic::transport::Server::builder()
-            .add_service(IdentityServer::new(IdentityService { ready }))
-            .add_service(ControllerServer::new(controller))
-            .serve_with_incoming_shutdown(incoming(listener), async {
-                let _ = rx.await;
-            })
-            .await;
-        if let Err(e) = result {
-            error!(error = %e, "CSI controller server stopped");
-        }
-    });
-    info!(socket = %socket.display(), "CSI Identity + Controller serving");
-    Ok(CsiServer {
-        stop: Some(tx),
-        task,
-        _socket: SocketFile(socket.to_path_buf()),
-    })
+    let router = tonic::transport::Server::builder()
+        .add_service(IdentityServer::new(IdentityService { ready }))
+        .add_service(ControllerServer::new(controller));
+    Ok(crate::csi::server::serve(
+        socket,
+        listener,
+        router,
+        "Identity + Controller",
+    ))
 }

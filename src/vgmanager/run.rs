@@ -42,6 +42,8 @@ pub struct Config {
     pub debounce: Duration,
     pub device_allowlist: Option<PathBuf>,
     pub reconcile_interval: Duration,
+    /// Where the CSI Identity + Node services are served.
+    pub csi_node_socket: PathBuf,
     pub restart_policy: RestartPolicy,
 }
 
@@ -252,6 +254,13 @@ pub async fn run(
     // Set once, here: it cannot be set already.
     let _ = supervisor_slot.set(tree.supervisor.clone());
     registry_trigger.bump("supervisor up");
+    let csi = crate::csi::node::serve(&cfg.csi_node_socket, &cfg.node, {
+        let supervision = supervision.clone();
+        Arc::new(move || {
+            supervision.check().map_err(|e| e.to_string())?;
+            Ok(true)
+        })
+    })?;
     diag.mark_synced();
     info!(node = %cfg.node, "vg-manager running");
 
@@ -265,6 +274,7 @@ pub async fn run(
             shutdown.await;
         }
     }
+    csi.stop().await;
     tree.stop(&journal).await;
     tasks.iter().for_each(|t| t.abort());
     drop(diag);

@@ -30,6 +30,32 @@ where
     }
 }
 
+/// Strips the finalizers of every object of a cluster-scoped kind, then deletes it.
+async fn strip_and_delete_cluster<K>(client: &Client)
+where
+    K: kube::Resource<DynamicType = (), Scope = k8s_openapi::ClusterResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+{
+    let api = Api::<K>::all(client.clone());
+    let unfinalize = json!({"metadata": {"finalizers": null}});
+    // A kind whose CRD is not installed has nothing left over.
+    let Ok(list) = api.list_metadata(&ListParams::default()).await else {
+        return;
+    };
+    for o in list.items {
+        let _ = api
+            .patch(
+                &o.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(&unfinalize),
+            )
+            .await;
+        let _ = api.delete(&o.name_any(), &DeleteParams::default()).await;
+    }
+}
+
 /// Deletes every object of a cluster-scoped kind.
 async fn delete_all<K>(client: &Client, what: &str)
 where
@@ -55,6 +81,10 @@ pub async fn clean_cluster_scoped(client: &Client) {
     strip_and_delete(Api::<LVMCluster>::all(client.clone())).await;
     strip_and_delete(Api::<LVMVolumeGroup>::all(client.clone())).await;
     strip_and_delete(Api::<LVMVolumeGroupNodeStatus>::all(client.clone())).await;
+    // The CSI tests' volumes: a LogicalVolume or PV of an earlier scenario names a node of
+    // the same name as the next one's.
+    strip_and_delete_cluster::<lvms::api::LogicalVolume>(client).await;
+    strip_and_delete_cluster::<k8s_openapi::api::core::v1::PersistentVolume>(client).await;
     delete_all::<Node>(client, "nodes").await;
     delete_all::<CSINode>(client, "csinodes").await;
     delete_all::<StorageClass>(client, "scs").await;

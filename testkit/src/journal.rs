@@ -77,3 +77,31 @@ pub fn effects(
     }
     out
 }
+
+/// A copy of the journal at `path` once it has no open intent: a running process may be in
+/// the middle of a pass (an intent open until its effect returns), so "nothing left open" is
+/// checked when the process is at rest, waiting up to `timeout`. Panics naming what stayed
+/// open.
+pub fn settled(path: &Path, timeout: std::time::Duration) -> lvms_journal::Journal {
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        let j = lvms_journal::Journal::open_copy(path).expect("journal copy");
+        let open = j.open_intents().expect("open intents");
+        if open.is_empty() {
+            return j;
+        }
+        if std::time::Instant::now() > deadline {
+            let lines: Vec<String> = open
+                .iter()
+                .map(|r| match &r.body {
+                    lvms_journal::Body::Intent(i) => {
+                        format!("{} {} {} (seq {})", i.unit, i.action, i.object, r.seq)
+                    }
+                    other => format!("{:?}", other.kind_name()),
+                })
+                .collect();
+            panic!("{}: intents still open: {lines:?}", path.display());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}

@@ -17,7 +17,7 @@ use lvms::csi::proto::{
 use lvms::dev::operator::OperatorProcess;
 use lvms_testkit::disks::{Disk, lvm, require_prerequisites};
 use lvms_testkit::fixtures::{host_selector, lvm_cluster};
-use lvms_testkit::kubelet::{create_node, register_csi_node};
+use lvms_testkit::kubelet::create_node;
 use lvms_testkit::{Scenario, eventually};
 use serde_json::json;
 use tonic::transport::Channel;
@@ -39,6 +39,16 @@ impl ThickNode {
     /// node-a with one thick default class on a 200 MiB loop disk, Ready, its capacity
     /// published. `vgm_env` goes to vg-manager (fault injection).
     pub async fn start(prefix: &str, vgm_env: &[(&str, &str)]) -> ThickNode {
+        Self::start_with(prefix, vgm_env, 200, json!({})).await
+    }
+
+    /// [`ThickNode::start`] on a disk of `disk_mb`, with `extra` merged into the device class.
+    pub async fn start_with(
+        prefix: &str,
+        vgm_env: &[(&str, &str)],
+        disk_mb: u64,
+        extra: serde_json::Value,
+    ) -> ThickNode {
         require_prerequisites();
         let s = Scenario::new(prefix).await;
         // One VG name per scenario: a VG of an earlier scenario may still be on its disk.
@@ -46,9 +56,19 @@ impl ThickNode {
         let i = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let class = format!("c{}x{i}", std::process::id());
         // Disk links are per process (/dev/lvms-e2e-<pid>/<name>): one name per scenario.
-        let disk = Disk::new(&s.dir.join("disks"), &format!("d{i}"), 200);
+        let disk = Disk::new(&s.dir.join("disks"), &format!("d{i}"), disk_mb);
         create_node(&s.client, NODE, false).await;
-        register_csi_node(&s.client, NODE, true).await;
+        // Registered with TopoLVM's topology key, as kubelet records the node plugin.
+        Api::<k8s_openapi::api::storage::v1::CSINode>::all(s.client.clone())
+            .patch(
+                NODE,
+                &PatchParams::apply("test-kubelet").force(),
+                &Patch::Apply(&lvms_testkit::fixtures::with_topology_keys(
+                    lvms_testkit::fixtures::csi_node(NODE, true),
+                )),
+            )
+            .await
+            .expect("CSINode topology keys");
         // What kubelet does with NodeGetInfo's topology when the node plugin registers.
         Api::<Node>::all(s.client.clone())
             .patch(
@@ -60,12 +80,13 @@ impl ThickNode {
             .expect("topology label");
         let op = s.operator(&[], &[]);
         let vgm = s.vg_manager(NODE, vgm_env);
-        s.create_cluster(lvm_cluster(
-            "my-lvmcluster",
-            json!([{"name": class, "default": true, "nodeSelector": host_selector(NODE),
-                    "deviceSelector": {"paths": [disk.link]}}]),
-        ))
-        .await;
+        let mut dc = json!({"name": class, "default": true, "nodeSelector": host_selector(NODE),
+                            "deviceSelector": {"paths": [disk.link]}});
+        if let (Some(dc), Some(extra)) = (dc.as_object_mut(), extra.as_object()) {
+            dc.extend(extra.clone());
+        }
+        s.create_cluster(lvm_cluster("my-lvmcluster", json!([dc])))
+            .await;
         s.ready_vg_entry(NODE, &class, T, |_| true).await;
         let n = ThickNode {
             s,
@@ -138,6 +159,30 @@ impl ThickNode {
 
     pub fn logical_volumes(&self) -> Api<LogicalVolume> {
         Api::all(self.s.client.clone())
+    }
+
+    /// An upstream sidecar on the operator's CSI socket, with the control plane's kubeconfig.
+    pub fn sidecar(&self, name: &str, args: &[&str]) -> lvms::dev::csi_peers::Sidecar {
+        self.sidecar_env(name, args, &[])
+    }
+
+    pub fn sidecar_env(
+        &self,
+        name: &str,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> lvms::dev::csi_peers::Sidecar {
+        let mut all: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+        all.push(format!("--csi-address={}", self.op.csi_socket.display()));
+        let kubeconfig = &lvms_testkit::env::env().cp.kubeconfig;
+        lvms::dev::csi_peers::Sidecar::start(
+            name,
+            &all,
+            env,
+            kubeconfig,
+            &self.s.dir.join(format!("{name}.log")),
+        )
+        .unwrap_or_else(|e| panic!("{e}"))
     }
 
     pub fn restart_vg_manager(&mut self, env: &[(&str, &str)]) {

@@ -8,3 +8,5 @@
 mod common;
 mod crash;
 mod provisioning;
+mod pvc;
+mod sanity;

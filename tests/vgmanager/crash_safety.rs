@@ -187,11 +187,7 @@ async fn teardown_kill_leaves_no_label(tag: &str, point: &str, action: &str) {
         "{} still carries a PV label after teardown (crash at {crash})",
         d1.loop_dev
     );
-    let j = vg_journal(&s, "node-a");
-    assert!(
-        j.open_intents().expect("open").is_empty(),
-        "open intents left"
-    );
+    lvms_testkit::journal::settled(&s.vg_manager_journal("node-a"), T);
     tokio::time::sleep(Duration::from_millis(800)).await;
     let events = s.events().await;
     let on_vg = reasons_on(&events, &vg_uid);
@@ -392,8 +388,7 @@ async fn kill_after_a_day_2_pvremove_still_publishes_device_removed_once() {
     .await;
     let reported = reported.expect("DeviceRemoved lost with the killed outcome");
     assert_eq!(series_count(&reported), 1);
-    let j = vg_journal(&s, "node-a");
-    assert!(j.open_intents().expect("open").is_empty());
+    lvms_testkit::journal::settled(&s.vg_manager_journal("node-a"), T);
     assert_event_counts_follow_the_journal(&s, "node-a").await;
 }
 
@@ -416,8 +411,7 @@ async fn event_window_kill(tag: &str, point: &str) {
             .any(|(r, n)| r == "VolumeGroupReady" && *n == 1),
         "VolumeGroupReady once on the LVMCluster: {on_cluster:?}"
     );
-    let j = vg_journal(&s, "node-a");
-    assert!(j.open_intents().expect("open").is_empty());
+    lvms_testkit::journal::settled(&s.vg_manager_journal("node-a"), T);
     assert_event_counts_follow_the_journal(&s, "node-a").await;
 }
 

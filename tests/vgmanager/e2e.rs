@@ -248,12 +248,7 @@ async fn crash_at_vgcreate(tag: &str, point: &str) -> Option<String> {
     );
     tokio::time::sleep(Duration::from_millis(800)).await;
     assert_no_duplicate_events(&s.events().await);
-    let j = Journal::open_copy(&journal).expect("journal");
-    assert_eq!(
-        j.open_intents().expect("open intents").len(),
-        0,
-        "intents left open after convergence"
-    );
+    lvms_testkit::journal::settled(&journal, T);
     creates[0].1.clone()
 }
 
