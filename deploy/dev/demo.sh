@@ -8,6 +8,9 @@
 # (containers, CI) in the real-kernel test guest (QEMU, Debian cloud kernel; built once into
 # ~/.cache/lvms-test-bins), reaching the API server through one loopback forward. There a thin
 # volume is also cut from the pool, formatted and mounted, as TopoLVM does for a PVC.
+# Then a PVC on node-b's class goes through the real csi-provisioner (built with the test peers)
+# and lvms's CSI controller: Bound, its LogicalVolume, the LV in lvs, the node's capacity
+# annotation before and after, and the volume's story in the node journal.
 # LVMS_DEMO_GUEST=1 / 0 forces the guest on / off. Cleans up on exit.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -62,17 +65,19 @@ kind: Node
 metadata: {name: $1, labels: {kubernetes.io/hostname: $1}}
 YAML
   kubectl patch node "$1" --type=merge -p '{"spec":{"taints":[]}}' >/dev/null
-  # No kubelet here: register topolvm.io on the node's CSINode as kubelet would.
+  # No kubelet here: register topolvm.io on the node's CSINode, with TopoLVM's topology key
+  # and its label on the Node, as kubelet would from NodeGetInfo.
   kubectl apply --server-side -f - >/dev/null <<YAML
 apiVersion: storage.k8s.io/v1
 kind: CSINode
 metadata: {name: $1}
-spec: {drivers: [{name: topolvm.io, nodeID: $1}]}
+spec: {drivers: [{name: topolvm.io, nodeID: $1, topologyKeys: [topology.topolvm.io/node]}]}
 YAML
+  kubectl label node "$1" "topology.topolvm.io/node=$1" >/dev/null
 }
 host_node() { # node: a loop-device disk and a vg-manager on this host (lvm2 metadata only)
   local node=$1
-  truncate -s 256M "$LVMS_DEV_DIR/disks/$node.img"
+  truncate -s 512M "$LVMS_DEV_DIR/disks/$node.img"
   l=$(losetup -f --show "$LVMS_DEV_DIR/disks/$node.img"); loops+=("$l")
   ln -s "$l" "$LINKS/$node-disk1"
   echo "--- $node: disk $LINKS/$node-disk1 -> $l; vg-manager on this host in $LVMS_DEV_DIR/$node"
@@ -81,7 +86,7 @@ host_node() { # node: a loop-device disk and a vg-manager on this host (lvm2 met
   NODE_NAME=$node NAMESPACE=$NS $LVMS vg-manager --host-command-prefix "" --lvm-config "$LVMCONF" \
     --lvmd-config "$LVMS_DEV_DIR/$node/lvmd.yaml" --journal-dir "$LVMS_DEV_DIR/$node/journal" \
     --lock-file "$LVMS_DEV_DIR/$node/lock" --diagnostics-addr 127.0.0.1:0 \
-    >"$LVMS_DEV_DIR/$node/vg-manager.log" 2>&1 &
+    --csi-node-socket "$LVMS_DEV_DIR/$node/csi.sock" >"$LVMS_DEV_DIR/$node/vg-manager.log" 2>&1 &
   pids+=($!)
 }
 host_node node-b
@@ -107,8 +112,15 @@ else
   A_DISK=$LINKS/node-a-disk1
 fi
 echo "--- lvms operator (journal in $LVMS_DEV_DIR/journal, log in $LVMS_DEV_DIR/operator.log)"
+CSI_SOCK=$LVMS_DEV_DIR/csi-topolvm.sock
 NAMESPACE=$NS $LVMS operator --journal-dir "$LVMS_DEV_DIR/journal" --diagnostics-addr 127.0.0.1:0 \
-  --vg-manager-image localhost/lvms:dev >"$LVMS_DEV_DIR/operator.log" 2>&1 &
+  --vg-manager-image localhost/lvms:dev --csi-socket "$CSI_SOCK" >"$LVMS_DEV_DIR/operator.log" 2>&1 &
+pids+=($!)
+# The upstream csi-provisioner on the operator's socket, as in LVMS's Deployment.
+CSI_PEERS=${LVMS_TEST_BINS_CACHE:-$HOME/.cache/lvms-test-bins}/csi-provisioner-v6.4.0-resizer-v2.3.0-snapshotter-v8.6.0-sanity-v5.4.0/bin
+[ -x "$CSI_PEERS/csi-provisioner" ] || { echo "demo: no $CSI_PEERS/csi-provisioner: run deploy/dev/build-test-bins.sh" >&2; exit 1; }
+"$CSI_PEERS/csi-provisioner" --csi-address="$CSI_SOCK" --kubeconfig="$KUBECONFIG" --feature-gates=Topology=true \
+  --extra-create-metadata --leader-election=false --timeout=30s >"$LVMS_DEV_DIR/csi-provisioner.log" 2>&1 &
 pids+=($!)
 kubectl -n "$NS" apply -f - <<YAML
 apiVersion: lvm.topolvm.io/v1alpha1
@@ -150,6 +162,31 @@ else
   echo "--- node-a's lvmd.yaml:"; cat "$LVMS_DEV_DIR/node-a/lvmd.yaml"
 fi
 kubectl -n "$NS" get events.events.k8s.io
+
+echo "--- a PVC on lvms-demo-b (WaitForFirstConsumer; the demo writes the scheduler's selected-node)"
+cap() { kubectl get node node-b -o jsonpath='{.metadata.annotations.capacity\.topolvm\.io/demo-b}'; }
+echo "node-b capacity.topolvm.io/demo-b before: $(cap)"
+kubectl -n default apply -f - <<'YAML'
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: data, annotations: {volume.kubernetes.io/selected-node: node-b}}
+spec: {accessModes: [ReadWriteOnce], storageClassName: lvms-demo-b, resources: {requests: {storage: 300Mi}}}
+YAML
+kubectl -n default wait pvc/data --for=jsonpath='{.status.phase}'=Bound --timeout=120s || {
+  echo "demo: the PVC is not Bound; csi-provisioner's log tail:" >&2; tail -20 "$LVMS_DEV_DIR/csi-provisioner.log" >&2; exit 1
+}
+kubectl -n default get pvc data
+PV=$(kubectl -n default get pvc data -o jsonpath='{.spec.volumeName}')
+kubectl get pv "$PV" -o jsonpath='{.metadata.name}: driver {.spec.csi.driver}, handle {.spec.csi.volumeHandle}, fsType {.spec.csi.fsType}, node affinity {.spec.nodeAffinity.required.nodeSelectorTerms[0].matchExpressions[0]}{"\n"}'
+kubectl get logicalvolumes
+echo "--- the LV on node-b's VG (named after the LogicalVolume's uid):"; lvs --config "$LVMCONF" -o lv_name,lv_size,lv_tags demo-b
+sleep 1
+echo "node-b capacity.topolvm.io/demo-b after: $(cap)"
+echo "--- that volume's story in node-b's journal (lvms journal inspect --object LogicalVolume/$PV):"
+$LVMS journal inspect "$LVMS_DEV_DIR/node-b/journal/vg-manager" --object "LogicalVolume/$PV"
+kubectl -n default delete pvc data
+kubectl wait pv/"$PV" --for=delete --timeout=120s
+echo "PVC deleted: PV and LV gone ($(lvs --config "$LVMCONF" --noheadings demo-b | wc -l) LVs on demo-b); capacity back to $(cap)"
 
 echo "--- delete: LVMS's teardown order; the vg-managers remove their volume groups"
 kubectl -n "$NS" delete lvmcluster my-lvmcluster --wait=false

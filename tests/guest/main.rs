@@ -10,6 +10,7 @@
 // Test code: a panic is a failed test, and its output is the report.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
+mod csi;
 mod group;
 mod harness;
 mod node;
@@ -37,6 +38,9 @@ const SCENARIOS: &[(&str, ScenarioFn)] = &[
         Box::pin(
             thin::sigkill_between_the_thin_pool_lvcreate_and_its_outcome_never_creates_it_twice(c),
         )
+    }),
+    ("csi-thin", |c| {
+        Box::pin(csi::thin_volumes_snapshots_restores_and_clones_are_made_as_topolvm_makes_them(c))
     }),
     ("thin-validate", |c| {
         Box::pin(thin::an_inactive_pool_is_validated_and_activated_by_the_next_pass(c))

@@ -58,7 +58,21 @@ pub struct NodeRun<'a> {
     /// Delete the LVMCluster and check that pool, VG and lvmd.yaml are gone. Off for a class
     /// that cannot be torn down (a RAID VG with a member gone).
     pub teardown: bool,
+    /// Host side once Ready (before the teardown mark): e.g. CSI calls on the operator's
+    /// socket, in step with the guest's marks.
+    pub host: Option<HostHook>,
 }
+
+/// What a host hook gets: the operator's CSI socket, the node, the guest job (for its marks).
+pub struct HostCtx<'a> {
+    pub socket: std::path::PathBuf,
+    pub node: String,
+    /// The scenario's VG (its device class).
+    pub vg: String,
+    pub guest: &'a lvms_testkit::guest::JobHandle,
+}
+
+pub type HostHook = for<'a> fn(HostCtx<'a>) -> futures::future::BoxFuture<'a, ()>;
 
 impl<'a> NodeRun<'a> {
     /// A scenario that creates `classes` on `disks`, waits Ready and tears down; the fields
@@ -79,6 +93,7 @@ impl<'a> NodeRun<'a> {
             until: None,
             event: None,
             teardown: true,
+            host: None,
         }
     }
 }
@@ -173,7 +188,8 @@ start() {{
   KUBECONFIG=/work/kubeconfig RUST_LOG=info /work/lvms vg-manager --node-name {node} \
     --namespace {ns} --host-command-prefix "" --lvmd-config $VGM/lvmd.yaml \
     --journal-dir $VGM/journal --lock-file $VGM/lock \
-    --diagnostics-addr $DIAG --debounce-ms 20 >>"$GUEST_OUT/vg-manager.log" 2>&1 &
+    --diagnostics-addr $DIAG --debounce-ms 20 --csi-node-socket $VGM/csi.sock \
+    >>"$GUEST_OUT/vg-manager.log" 2>&1 &
   vgm=$!
 }}
 fail() {{ echo "guest: $1"; tail -30 "$GUEST_OUT/vg-manager.log"; kill $vgm; exit "$2"; }}
@@ -263,6 +279,15 @@ pub async fn run_node(ctx: Ctx, r: NodeRun<'_>) -> NodeResult {
         Some(pred) => Some(nudge_until(&s, &node, &r.vg, pred).await),
         None => None,
     };
+    if let Some(hook) = r.host {
+        hook(HostCtx {
+            socket: _op.csi_socket.clone(),
+            node: node.clone(),
+            vg: r.vg.clone(),
+            guest: &guest,
+        })
+        .await;
+    }
     // Biased: a job without teardown marks and exits at once; the mark comes first.
     tokio::select! {
         biased;
