@@ -182,3 +182,121 @@ async fn vg_manager_killed_at_each_fault_point_loses_and_repeats_nothing() {
         );
     }
 }
+
+/// The operator SIGKILLed at each fault point of the controller's LogicalVolume writes
+/// (create, grow, delete): the RPC retried after the restart completes; one LogicalVolume and
+/// one LV per volume, nothing left open in the operator's journal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn operator_killed_at_each_controller_fault_point_loses_and_repeats_nothing() {
+    let mut n = ThickNode::start("csi-op-crash", &[]).await;
+    let class = n.class.clone();
+    // One socket path across the operator's lives, as in its Deployment.
+    let socket = std::env::temp_dir().join(format!("lvms-csi-op-{}.sock", std::process::id()));
+    let socket_arg = socket.display().to_string();
+    let restart = |n: &mut ThickNode, env: &[(&str, &str)]| {
+        n.op.kill();
+        n.op = n.s.operator(env, &["--csi-socket", &socket_arg]);
+    };
+    let points = [
+        "intent-durable:csi-controller#create-logical-volume",
+        "applied:csi-controller#create-logical-volume",
+        "intent-durable:csi-controller#resize-logical-volume",
+        "applied:csi-controller#resize-logical-volume",
+        "intent-durable:csi-controller#delete-logical-volume",
+        "applied:csi-controller#delete-logical-volume",
+    ];
+    let mut ids: Vec<String> = Vec::new();
+    for (i, point) in points.iter().enumerate() {
+        restart(&mut n, &[("LVMS_CRASH_AT", point)]);
+        let ctl = n.controller().await;
+        let id_out = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let task = {
+            let (ctl, ids, class, out) = (ctl.clone(), ids.clone(), class.clone(), id_out.clone());
+            let point = point.to_string();
+            tokio::spawn(async move {
+                if point.contains("create") {
+                    let req = create_request(&format!("pvc-op-{i}"), 32 * MIB, &class);
+                    let v = until_ok("CreateVolume", || {
+                        let (mut c, r) = (ctl.clone(), req.clone());
+                        async move { c.create_volume(timed(r)).await }
+                    })
+                    .await;
+                    *out.lock().unwrap() = v.volume.expect("volume").volume_id;
+                } else if point.contains("resize") {
+                    let req = ControllerExpandVolumeRequest {
+                        volume_id: ids[i - 2].clone(),
+                        capacity_range: Some(CapacityRange {
+                            required_bytes: (48 * MIB) as i64,
+                            limit_bytes: 0,
+                        }),
+                        ..Default::default()
+                    };
+                    until_ok("ControllerExpandVolume", || {
+                        let (mut c, r) = (ctl.clone(), req.clone());
+                        async move { c.controller_expand_volume(timed(r)).await }
+                    })
+                    .await;
+                } else {
+                    let req = DeleteVolumeRequest {
+                        volume_id: ids[i - 4].clone(),
+                        ..Default::default()
+                    };
+                    until_ok("DeleteVolume", || {
+                        let (mut c, r) = (ctl.clone(), req.clone());
+                        async move { c.delete_volume(timed(r)).await }
+                    })
+                    .await;
+                }
+            })
+        };
+        let status = n
+            .op
+            .wait_exit(Duration::from_secs(60))
+            .unwrap_or_else(|| panic!("the operator did not reach {point}:\n{}", n.op.log_text()));
+        assert!(
+            OperatorProcess::killed_by_sigkill(&status),
+            "{point}: {status:?}"
+        );
+        restart(&mut n, &[]);
+        task.await.expect("the RPC task");
+        let id = id_out.lock().unwrap().clone();
+        if !id.is_empty() {
+            ids.push(id);
+        }
+    }
+    assert_eq!(ids.len(), 2);
+    // Both volumes were grown and then deleted: nothing on disk, no LogicalVolume left.
+    let gone = lvms_testkit::eventually(Duration::from_secs(60), || async {
+        n.lvs().is_empty().then_some(())
+    })
+    .await;
+    assert!(gone.is_some(), "LVs left: {:?}", n.lvs());
+    let lvs = n.logical_volumes().list(&Default::default()).await.unwrap();
+    assert!(
+        lvs.items.is_empty(),
+        "LogicalVolumes left: {}",
+        lvs.items.len()
+    );
+    let j = lvms_testkit::journal::settled(&n.s.operator_journal(), Duration::from_secs(60));
+    let recs: Vec<_> = j.iter().map(|r| r.expect("a readable record")).collect();
+    let effects = lvms_testkit::journal::effects(&recs, "csi-controller");
+    assert!(
+        effects["create-logical-volume"].took <= 2,
+        "one create per volume: {:?}",
+        effects["create-logical-volume"].verdicts
+    );
+    // The node journal: one lvcreate and one lvremove per volume.
+    let nj = lvms_testkit::journal::settled(&n.s.vg_manager_journal(NODE), Duration::from_secs(60));
+    let nrecs: Vec<_> = nj.iter().map(|r| r.expect("a readable record")).collect();
+    let node_effects = lvms_testkit::journal::effects(&nrecs, "volumes");
+    assert_eq!(
+        node_effects["lvcreate"].took, 2,
+        "{:?}",
+        node_effects["lvcreate"].verdicts
+    );
+    assert_eq!(
+        node_effects["lvremove"].took, 2,
+        "{:?}",
+        node_effects["lvremove"].verdicts
+    );
+}
