@@ -134,8 +134,163 @@ fn operator_as(s: &Scenario, kubeconfig: &Path) -> OperatorProcess {
     .expect("starting lvms operator")
 }
 
+/// What kubelet does when vg-manager's node plugin registers: topolvm.io on the CSINode with
+/// TopoLVM's topology key, and that key as a label on the Node.
+async fn kubelet_registers_with_topology(s: &Scenario) {
+    use k8s_openapi::api::storage::v1::CSINode;
+    let csi = lvms_testkit::fixtures::with_topology_keys(lvms_testkit::fixtures::csi_node(
+        "node-a", true,
+    ));
+    Api::<CSINode>::all(s.client.clone())
+        .patch(
+            "node-a",
+            &PatchParams::apply("test-kubelet").force(),
+            &Patch::Apply(&csi),
+        )
+        .await
+        .expect("CSINode");
+    Api::<k8s_openapi::api::core::v1::Node>::all(s.client.clone())
+        .patch(
+            "node-a",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"topology.topolvm.io/node": "node-a"}}})),
+        )
+        .await
+        .expect("topology label");
+}
+
+/// csi-provisioner and csi-resizer with the operator's ServiceAccount, as they run in its pod:
+/// a claim on the class binds (with the capacity objects the provisioner publishes), grows,
+/// and is deleted with its volume.
+async fn provision_with_sidecars(
+    s: &Scenario,
+    op: &OperatorProcess,
+    op_kc: &Path,
+    vg: &str,
+) -> Vec<lvms::dev::csi_peers::Sidecar> {
+    use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
+    // The sidecars' args as the installed Deployment has them, with what a pod would supply
+    // filled in: the socket path, $(NAMESPACE), and no owning pod for the capacity objects.
+    let deploy: Api<Deployment> = Api::namespaced(s.client.clone(), &s.ns.name);
+    let d = deploy.get("lvms-operator").await.expect("Deployment");
+    let containers = d
+        .spec
+        .and_then(|sp| sp.template.spec)
+        .expect("pod spec")
+        .containers;
+    let socket = op.csi_socket.display().to_string();
+    let start = |name: &str, extra: &[&str]| {
+        let container = containers
+            .iter()
+            .find(|c| c.name == name)
+            .unwrap_or_else(|| panic!("no {name} container in the Deployment"));
+        let mut all: Vec<String> = container
+            .args
+            .iter()
+            .flatten()
+            .filter(|a| !a.starts_with("--http-endpoint"))
+            .map(|a| {
+                let a = a
+                    .replace("/run/topolvm/csi-topolvm.sock", &socket)
+                    .replace("$(NAMESPACE)", &s.ns.name);
+                if a == "--capacity-ownerref-level=2" {
+                    "--capacity-ownerref-level=-1".into()
+                } else {
+                    a
+                }
+            })
+            .collect();
+        all.extend(extra.iter().map(|a| a.to_string()));
+        lvms::dev::csi_peers::Sidecar::start(
+            name,
+            &all,
+            &[("NAMESPACE", s.ns.name.as_str())],
+            op_kc,
+            &s.dir.join(format!("{name}.log")),
+        )
+        .unwrap_or_else(|e| panic!("{e}"))
+    };
+    let sidecars = vec![
+        // Test pacing only: capacity polled and retries started sooner than the defaults.
+        start(
+            "csi-provisioner",
+            &[
+                "--capacity-poll-interval=2s",
+                "--retry-interval-start=500ms",
+            ],
+        ),
+        start("csi-resizer", &["--retry-interval-start=500ms"]),
+    ];
+    let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(s.client.clone(), &s.ns.name);
+    let claim: PersistentVolumeClaim = serde_json::from_value(json!({
+        "metadata": {"name": "data", "annotations": {"volume.kubernetes.io/selected-node": "node-a"}},
+        "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": format!("lvms-{vg}"),
+                 "resources": {"requests": {"storage": "32Mi"}}}
+    }))
+    .expect("claim");
+    pvcs.create(&Default::default(), &claim)
+        .await
+        .expect("claim");
+    let logs = || {
+        sidecars
+            .iter()
+            .map(|c| format!("{}:\n{}", c.name, c.log_text()))
+            .collect::<String>()
+    };
+    let pv = eventually(Duration::from_secs(120), || async {
+        let c = pvcs.get("data").await.ok()?;
+        (c.status?.phase.as_deref() == Some("Bound")).then_some(c.spec?.volume_name?)
+    })
+    .await
+    .unwrap_or_else(|| {
+        panic!(
+            "the claim never bound with the operator's ServiceAccount:\n{}",
+            logs()
+        )
+    });
+    pvcs.patch(
+        "data",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"resources": {"requests": {"storage": "48Mi"}}}})),
+    )
+    .await
+    .expect("grow the claim");
+    let pvs: Api<PersistentVolume> = Api::all(s.client.clone());
+    eventually(Duration::from_secs(120), || async {
+        let cap = pvs
+            .get(&pv)
+            .await
+            .ok()?
+            .spec?
+            .capacity?
+            .get("storage")?
+            .0
+            .clone();
+        (cap == "48Mi").then_some(())
+    })
+    .await
+    .unwrap_or_else(|| panic!("the PV never grew:\n{}", logs()));
+    let caps: Api<k8s_openapi::api::storage::v1::CSIStorageCapacity> =
+        Api::namespaced(s.client.clone(), &s.ns.name);
+    eventually(Duration::from_secs(60), || async {
+        (!caps.list(&Default::default()).await.ok()?.items.is_empty()).then_some(())
+    })
+    .await
+    .unwrap_or_else(|| panic!("no CSIStorageCapacity published:\n{}", logs()));
+    pvcs.delete("data", &DeleteParams::default())
+        .await
+        .expect("delete the claim");
+    eventually(Duration::from_secs(120), || async {
+        pvs.get_opt(&pv).await.ok()?.is_none().then_some(())
+    })
+    .await
+    .unwrap_or_else(|| panic!("the PV stayed:\n{}", logs()));
+    sidecars
+}
+
 fn cluster(vg: &str, path: &str, labels: Value) -> Value {
     let mut class = thick_class(vg, path);
+    class["fstype"] = json!("ext4");
     class["storageClassOptions"] = json!({"additionalLabels": labels});
     lvm_cluster("my-lvmcluster", json!([class]))
 }
@@ -148,13 +303,14 @@ async fn installed_with_own_service_accounts_create_ready_edit_delete() {
     let vg = format!("r{}", std::process::id());
     let d1 = Disk::new(&s.dir.join("disks"), "r1", 128);
     create_node(&s.client, "node-a", false).await;
-    register_csi_node(&s.client, "node-a", true).await;
+    kubelet_registers_with_topology(&s).await;
 
     let op = operator_as(&s, &op_kc);
     let vm = s.vg_manager_as("node-a", &vm_kc, &[]);
     s.create_cluster(cluster(&vg, &d1.link, json!({"tier": "fast"})))
         .await;
     s.wait_state("my-lvmcluster", LVMStateType::Ready, T).await;
+    let sidecars = provision_with_sidecars(&s, &op, &op_kc, &vg).await;
     let statuses: Api<LVMVolumeGroupNodeStatus> = Api::namespaced(s.client.clone(), &s.ns.name);
     let ns = statuses.get("node-a").await.expect("node status");
     assert!(
@@ -210,6 +366,14 @@ async fn installed_with_own_service_accounts_create_ready_edit_delete() {
         assert!(
             !log.contains("is forbidden"),
             "{who} was refused something with its own ServiceAccount:\n{log}"
+        );
+    }
+    for sc in &sidecars {
+        let log = sc.log_text();
+        assert!(
+            !log.contains("forbidden"),
+            "{} was refused something with the operator's ServiceAccount:\n{log}",
+            sc.name
         );
     }
     assert_no_duplicate_events(&s.events().await);
