@@ -235,6 +235,7 @@ pub async fn run(
             ctx: ctx.clone(),
             volumes: logical_volumes,
             nodes: nodes.clone(),
+            host_clock: Default::default(),
         },
     ));
     children.push(wiring.child(

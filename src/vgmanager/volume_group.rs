@@ -76,13 +76,13 @@ pub struct VolumeGroupUnit {
 pub struct HostClock(std::sync::Mutex<(Duration, u32)>);
 
 impl HostClock {
-    fn reset(&self) {
+    pub(crate) fn reset(&self) {
         if let Ok(mut c) = self.0.lock() {
             *c = (Duration::ZERO, 0);
         }
     }
 
-    fn add(&self, d: Duration) {
+    pub(crate) fn add(&self, d: Duration) {
         if let Ok(mut c) = self.0.lock() {
             c.0 += d;
             c.1 += 1;

@@ -1,0 +1,322 @@
+//! The CSI driver's provisioning path: PVC create → Bound through the real csi-provisioner,
+//! `lvms operator`'s controller and `lvms vg-manager`'s volumes actor on real lvm2 and a loop
+//! device, with the real kube-controller-manager binding the claims.
+//!
+//!   sudo cargo bench --bench csi        # root: loop devices and lvm2
+//!
+//! One control plane (etcd, kube-apiserver, kube-controller-manager with the PV binder and
+//! protection controllers), one node with a thick ext4 class on an 8 GiB sparse loop disk
+//! (lvm2 with activation off and no udev, as in the tests: lvcreate is metadata-only here, so
+//! on a real node the host share is larger still). Measured:
+//! - **sequential**: `LVMS_BENCH_SEQ` (20) claims of 32Mi, each created once the previous one is
+//!   Bound; latency = create → `status.phase=Bound` seen (polled every 5 ms);
+//! - **concurrent**: `LVMS_BENCH_CONCURRENT` (100) claims created back to back; each one's
+//!   latency from its own create to Bound (the list polled every 20 ms);
+//! - **lvms's share** of the node-side path: vg-manager logs one `volumes pass` line per pass
+//!   (took, host command time, the rest being lvms: journal appends with their fsyncs, API
+//!   writes, decisions); summed over the sequential phase.
+//! The table goes to stdout and `<target>/bench-csi.md`.
+//!
+//! `cargo test --all-targets` also builds and runs this target; without `--bench` it returns
+//! at once.
+// Test code: a panic is a failed test, and its output is the report.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolumeClaim};
+use k8s_openapi::api::storage::v1::CSINode;
+use kube::Client;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use lvms::api::LVMCluster;
+use lvms::dev::csi_peers::Sidecar;
+use lvms::dev::operator::{NO_DM_LVM_CONFIG, OperatorOptions, OperatorProcess, VgManagerOptions};
+use lvms::dev::{ControlPlane, Lifetime, Options};
+use lvms_testkit::bench::{Result, env_list, lvms_bin, main_with, target_dir, wait_ready};
+use lvms_testkit::disks::{Disk, missing_prerequisites};
+use lvms_testkit::fixtures;
+use serde_json::{Value, json};
+
+const NAMESPACE: &str = "lvms-bench";
+const NODE: &str = "bench-node";
+const CLASS: &str = "bench";
+const TIMEOUT: Duration = Duration::from_secs(180);
+
+fn main() {
+    main_with("csi", bench);
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+fn claim(name: &str) -> PersistentVolumeClaim {
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "annotations": {"volume.kubernetes.io/selected-node": NODE}},
+        "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": format!("lvms-{CLASS}"),
+                 "resources": {"requests": {"storage": "32Mi"}}}
+    }))
+    .expect("claim")
+}
+
+async fn setup(client: &Client) -> Result<()> {
+    Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &fixtures::namespace(NAMESPACE))
+        .await?;
+    let mut node = fixtures::node(NODE);
+    node.metadata
+        .labels
+        .get_or_insert_with(Default::default)
+        .insert("topology.topolvm.io/node".into(), NODE.into());
+    Api::<Node>::all(client.clone())
+        .create(&PostParams::default(), &node)
+        .await?;
+    Api::<Node>::all(client.clone())
+        .patch(
+            NODE,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"taints": []}})),
+        )
+        .await?;
+    Api::<CSINode>::all(client.clone())
+        .patch(
+            NODE,
+            &PatchParams::apply("bench-kubelet").force(),
+            &Patch::Apply(&fixtures::with_topology_keys(fixtures::csi_node(
+                NODE, true,
+            ))),
+        )
+        .await?;
+    Ok(())
+}
+
+async fn bench() -> Result<()> {
+    if let Some(missing) = missing_prerequisites(&["losetup", "vgcreate", "lsblk", "blkid"]) {
+        return Err(missing.into());
+    }
+    let sequential = env_list("LVMS_BENCH_SEQ", &[20])[0];
+    let concurrent = env_list("LVMS_BENCH_CONCURRENT", &[100])[0];
+    let bin = lvms_bin();
+    let work = std::env::temp_dir()
+        .join("lvms-bench-csi")
+        .join(std::process::id().to_string());
+    println!("work dir (logs, journals, images): {}", work.display());
+    let mut opts = Options::new(&work.join("cp"), Lifetime::DieWithParent);
+    opts.bin_dir = lvms::dev::control_plane::bin_dir();
+    opts.controller_manager = true;
+    let cp = ControlPlane::start(opts).await?;
+    let client = cp.client().await?;
+    lvms::dev::crds::install_crds(&client, Duration::from_secs(60)).await?;
+    setup(&client).await?;
+
+    let disk = Disk::new(&work.join("disks"), "d0", 8192);
+    let op = OperatorProcess::start(&OperatorOptions {
+        bin: bin.clone(),
+        kubeconfig: cp.kubeconfig.clone(),
+        namespace: NAMESPACE.into(),
+        journal_dir: work.join("journal"),
+        log: work.join("operator.log"),
+        env: vec![],
+        args: vec![],
+    })?;
+    let vm = OperatorProcess::start_vg_manager(&VgManagerOptions {
+        bin: bin.clone(),
+        kubeconfig: cp.kubeconfig.clone(),
+        namespace: NAMESPACE.into(),
+        node: NODE.into(),
+        dir: work.join("node"),
+        lvm_config: NO_DM_LVM_CONFIG.into(),
+        env: vec![
+            ("LVMS_LOG_FORMAT".into(), "json".into()),
+            (
+                "RUST_LOG".into(),
+                "info,lvms::vgmanager::volumes=debug".into(),
+            ),
+        ],
+    })?;
+    wait_ready(&op, Duration::from_millis(50), TIMEOUT).await?;
+    wait_ready(&vm, Duration::from_millis(50), TIMEOUT).await?;
+    let cluster: LVMCluster = serde_json::from_value(fixtures::lvm_cluster(
+        "bench",
+        json!([{"name": CLASS, "default": true, "fstype": "ext4",
+                "deviceSelector": {"paths": [disk.link]},
+                "nodeSelector": fixtures::host_selector(NODE)}]),
+    ))?;
+    Api::<LVMCluster>::namespaced(client.clone(), NAMESPACE)
+        .create(&PostParams::default(), &cluster)
+        .await?;
+    // The class is usable once the node publishes its capacity.
+    let nodes: Api<Node> = Api::all(client.clone());
+    let t0 = Instant::now();
+    loop {
+        let n = nodes.get(NODE).await?;
+        let key = format!("capacity.topolvm.io/{CLASS}");
+        if n.metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(&key))
+            .is_some()
+        {
+            break;
+        }
+        if t0.elapsed() > TIMEOUT {
+            return Err(
+                format!("no capacity annotation; vg-manager log:\n{}", vm.log_text()).into(),
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let peers_log = work.join("csi-provisioner.log");
+    let _provisioner = Sidecar::start(
+        "csi-provisioner",
+        &[
+            format!("--csi-address={}", op.csi_socket.display()),
+            "--feature-gates=Topology=true".into(),
+            "--extra-create-metadata".into(),
+            "--leader-election=false".into(),
+            "--worker-threads=100".into(),
+            "--kube-api-qps=200".into(),
+            "--kube-api-burst=400".into(),
+        ],
+        &[],
+        &cp.kubeconfig,
+        &peers_log,
+    )?;
+    let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), NAMESPACE);
+
+    // Warm-up: the provisioner's caches, the first connection, the first pass.
+    one(&pvcs, "warmup", Duration::from_millis(5)).await?;
+
+    // Sequential.
+    let log_before = vm.log_text().len();
+    let mut seq = Vec::new();
+    for i in 0..sequential {
+        seq.push(one(&pvcs, &format!("seq-{i:03}"), Duration::from_millis(5)).await?);
+    }
+    let split = passes(&vm.log_text()[log_before..]);
+    seq.sort();
+
+    // Concurrent.
+    let mut created = BTreeMap::new();
+    for i in 0..concurrent {
+        let name = format!("par-{i:03}");
+        pvcs.create(&PostParams::default(), &claim(&name)).await?;
+        created.insert(name, Instant::now());
+    }
+    let mut bound: BTreeMap<String, Duration> = BTreeMap::new();
+    let started = Instant::now();
+    while bound.len() < concurrent {
+        for c in pvcs.list(&Default::default()).await?.items {
+            let name = c.metadata.name.clone().unwrap_or_default();
+            let Some(t) = created.get(&name) else {
+                continue;
+            };
+            if !bound.contains_key(&name)
+                && c.status.and_then(|s| s.phase).as_deref() == Some("Bound")
+            {
+                bound.insert(name, t.elapsed());
+            }
+        }
+        if started.elapsed() > TIMEOUT {
+            return Err(format!("{} of {concurrent} bound", bound.len()).into());
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let all = started.elapsed();
+    let mut par: Vec<Duration> = bound.into_values().collect();
+    par.sort();
+
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "| claims | p50 create → Bound ms | p99 ms | max ms | all bound ms |"
+    );
+    let _ = writeln!(out, "|---|---:|---:|---:|---:|");
+    let _ = writeln!(
+        out,
+        "| 1 at a time ({sequential}) | {:.1} | {:.1} | {:.1} | |",
+        ms(percentile(&seq, 0.5)),
+        ms(percentile(&seq, 0.99)),
+        ms(*seq.last().unwrap_or(&Duration::ZERO))
+    );
+    let _ = writeln!(
+        out,
+        "| {concurrent} at once | {:.1} | {:.1} | {:.1} | {:.1} |",
+        ms(percentile(&par, 0.5)),
+        ms(percentile(&par, 0.99)),
+        ms(*par.last().unwrap_or(&Duration::ZERO)),
+        ms(all)
+    );
+    let _ = writeln!(
+        out,
+        "\nvg-manager's volumes passes over the {sequential} sequential claims: {} passes, {:.1} ms in all = host commands {:.1} ms ({} commands) + lvms {:.1} ms (**{:.1} %**)",
+        split.passes,
+        ms(split.took),
+        ms(split.host),
+        split.commands,
+        ms(split.took.saturating_sub(split.host)),
+        100.0 * split.took.saturating_sub(split.host).as_secs_f64()
+            / split.took.as_secs_f64().max(1e-9)
+    );
+    println!("\n{out}");
+    let path = target_dir().join("bench-csi.md");
+    std::fs::write(&path, &out)?;
+    println!("written to {}", path.display());
+    drop(cp);
+    drop(disk);
+    Ok(())
+}
+
+/// One claim: created, polled until Bound; its latency.
+async fn one(pvcs: &Api<PersistentVolumeClaim>, name: &str, poll: Duration) -> Result<Duration> {
+    let t = Instant::now();
+    pvcs.create(&PostParams::default(), &claim(name)).await?;
+    loop {
+        let c = pvcs.get(name).await?;
+        if c.status.and_then(|s| s.phase).as_deref() == Some("Bound") {
+            return Ok(t.elapsed());
+        }
+        if t.elapsed() > TIMEOUT {
+            return Err(format!("{name} not Bound in {TIMEOUT:?}").into());
+        }
+        tokio::time::sleep(poll).await;
+    }
+}
+
+#[derive(Default)]
+struct Split {
+    took: Duration,
+    host: Duration,
+    commands: u64,
+    passes: u32,
+}
+
+/// The `volumes pass` lines of vg-manager's JSON log, summed.
+fn passes(log: &str) -> Split {
+    let mut s = Split::default();
+    for line in log.lines() {
+        let Ok(v) = serde_json::from_str::<Value>(line) else {
+            continue;
+        };
+        let f = &v["fields"];
+        if f["message"] != "volumes pass" {
+            continue;
+        }
+        let us = |k: &str| Duration::from_micros(f[k].as_u64().unwrap_or(0));
+        s.took += us("took_us");
+        s.host += us("host_us");
+        s.commands += f["host_commands"].as_u64().unwrap_or(0);
+        s.passes += 1;
+    }
+    s
+}
