@@ -15,6 +15,7 @@
 //! - **lvms's share** of the node-side path: vg-manager logs one `volumes pass` line per pass
 //!   (took, host command time, the rest being lvms: journal appends with their fsyncs, API
 //!   writes, decisions); summed over the sequential phase.
+//!
 //! The table goes to stdout and `<target>/bench-csi.md`.
 //!
 //! `cargo test --all-targets` also builds and runs this target; without `--bench` it returns
@@ -111,7 +112,7 @@ async fn bench() -> Result<()> {
         .join("lvms-bench-csi")
         .join(std::process::id().to_string());
     println!("work dir (logs, journals, images): {}", work.display());
-    let mut opts = Options::new(&work.join("cp"), Lifetime::DieWithParent);
+    let mut opts = Options::new(work.join("cp"), Lifetime::DieWithParent);
     opts.bin_dir = lvms::dev::control_plane::bin_dir();
     opts.controller_manager = true;
     let cp = ControlPlane::start(opts).await?;
