@@ -77,8 +77,32 @@ pub async fn create_or_apply(client: &Client, kind: Kind, obj: &Value) -> Result
     })?;
     match api(client, kind, ns).create(&params, &object).await {
         Ok(o) => Ok(rv_detail(&o)),
-        Err(Error::Api(s)) if s.code == 409 => apply(client, kind, obj).await,
+        Err(Error::Api(s)) if s.code == 409 => adopt(client, kind, obj).await,
         Err(e) => Err(unit_error(&format!("create {} {name}", kind.kind()), e)),
+    }
+}
+
+/// Apply over an object that exists already. One left by an owner that is gone (a deleted and
+/// re-created LVMCluster, before the garbage collector got to it) keeps that owner through any
+/// apply when a create put it there (the create's Update manager owns the field), and two
+/// controller owners are Invalid: its owners are replaced by the desired ones, then applied.
+async fn adopt(client: &Client, kind: Kind, obj: &Value) -> Result<Done, UnitError> {
+    match apply(client, kind, obj).await {
+        Err(e) if e.reason == "Invalid" && obj["metadata"]["ownerReferences"].is_array() => {
+            let (ns, name) = name_of(obj);
+            let owners =
+                json!({"metadata": {"ownerReferences": obj["metadata"]["ownerReferences"]}});
+            let params = PatchParams {
+                field_manager: Some(FIELD_MANAGER.into()),
+                ..Default::default()
+            };
+            api(client, kind, ns)
+                .patch(name, &params, &Patch::Merge(&owners))
+                .await
+                .map_err(|e| unit_error(&format!("owners of {} {name}", kind.kind()), e))?;
+            apply(client, kind, obj).await
+        }
+        other => other,
     }
 }
 
