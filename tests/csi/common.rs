@@ -8,12 +8,8 @@ use k8s_openapi::api::core::v1::Node;
 use kube::Api;
 use kube::api::{Patch, PatchParams};
 use lvms::api::LogicalVolume;
+use lvms::csi::proto::CreateVolumeRequest;
 use lvms::csi::proto::controller_client::ControllerClient;
-use lvms::csi::proto::volume_capability::access_mode::Mode;
-use lvms::csi::proto::volume_capability::{AccessMode, AccessType, MountVolume};
-use lvms::csi::proto::{
-    CapacityRange, CreateVolumeRequest, Topology, TopologyRequirement, VolumeCapability,
-};
 use lvms::dev::operator::OperatorProcess;
 use lvms_testkit::disks::{Disk, lvm, require_prerequisites};
 use lvms_testkit::fixtures::{host_selector, lvm_cluster};
@@ -195,37 +191,5 @@ impl ThickNode {
 
 /// A CreateVolume as csi-provisioner sends it for a WaitForFirstConsumer PVC on node-a.
 pub fn create_request(name: &str, bytes: u64, class: &str) -> CreateVolumeRequest {
-    let segment = Topology {
-        segments: [("topology.topolvm.io/node".to_string(), NODE.to_string())].into(),
-    };
-    CreateVolumeRequest {
-        name: name.into(),
-        capacity_range: Some(CapacityRange {
-            required_bytes: bytes as i64,
-            limit_bytes: 0,
-        }),
-        volume_capabilities: vec![VolumeCapability {
-            access_mode: Some(AccessMode {
-                mode: Mode::SingleNodeWriter as i32,
-            }),
-            access_type: Some(AccessType::Mount(MountVolume {
-                fs_type: "ext4".into(),
-                ..Default::default()
-            })),
-        }],
-        parameters: [
-            ("topolvm.io/device-class".to_string(), class.to_string()),
-            ("csi.storage.k8s.io/pvc/name".to_string(), name.to_string()),
-            (
-                "csi.storage.k8s.io/pvc/namespace".to_string(),
-                "default".to_string(),
-            ),
-        ]
-        .into(),
-        accessibility_requirements: Some(TopologyRequirement {
-            requisite: vec![segment.clone()],
-            preferred: vec![segment],
-        }),
-        ..Default::default()
-    }
+    lvms_testkit::fixtures::csi::create_volume(name, NODE, class, bytes)
 }

@@ -7,12 +7,10 @@
 use std::time::Duration;
 
 use lvms::csi::proto::controller_client::ControllerClient;
-use lvms::csi::proto::volume_capability::access_mode::Mode;
-use lvms::csi::proto::volume_capability::{AccessMode, AccessType, MountVolume};
 use lvms::csi::proto::volume_content_source::{SnapshotSource, Type as Source, VolumeSource};
 use lvms::csi::proto::{
-    CapacityRange, CreateSnapshotRequest, CreateVolumeRequest, DeleteSnapshotRequest,
-    DeleteVolumeRequest, Topology, TopologyRequirement, VolumeCapability, VolumeContentSource,
+    CreateSnapshotRequest, CreateVolumeRequest, DeleteSnapshotRequest, DeleteVolumeRequest,
+    VolumeContentSource,
 };
 use serde_json::Value;
 use tonic::transport::Channel;
@@ -20,8 +18,6 @@ use tonic::transport::Channel;
 use crate::group::Ctx;
 use crate::node::{HostCtx, NodeRun, lv, run_node};
 use crate::thin::{POOL, thin_class};
-
-const MIB: i64 = 1 << 20;
 
 /// In the guest: wait for the four CSI volumes, record them, mark, wait until they are gone.
 const GUEST: &str = r#"
@@ -39,33 +35,11 @@ until [ "$(tagged)" -eq 0 ]; do
 done
 "#;
 
+/// A 64 MiB CreateVolume on `node` in class `vg`, optionally from a snapshot or volume.
 fn request(name: &str, node: &str, vg: &str, source: Option<Source>) -> CreateVolumeRequest {
-    let segment = Topology {
-        segments: [("topology.topolvm.io/node".to_string(), node.to_string())].into(),
-    };
-    CreateVolumeRequest {
-        name: name.into(),
-        capacity_range: Some(CapacityRange {
-            required_bytes: 64 * MIB,
-            limit_bytes: 0,
-        }),
-        volume_capabilities: vec![VolumeCapability {
-            access_mode: Some(AccessMode {
-                mode: Mode::SingleNodeWriter as i32,
-            }),
-            access_type: Some(AccessType::Mount(MountVolume {
-                fs_type: "ext4".into(),
-                ..Default::default()
-            })),
-        }],
-        parameters: [("topolvm.io/device-class".to_string(), vg.to_string())].into(),
-        accessibility_requirements: Some(TopologyRequirement {
-            requisite: vec![segment.clone()],
-            preferred: vec![segment],
-        }),
-        volume_content_source: source.map(|t| VolumeContentSource { r#type: Some(t) }),
-        ..Default::default()
-    }
+    let mut r = lvms_testkit::fixtures::csi::create_volume(name, node, vg, 64 << 20);
+    r.volume_content_source = source.map(|t| VolumeContentSource { r#type: Some(t) });
+    r
 }
 
 /// Software emulation: each lvm2 command ~0.5–1 s, so an RPC gets a generous deadline.
