@@ -2,8 +2,7 @@
 //! plus the lvms tag on each new LV. Sizes are bytes (`<n>b`); every argv is pure and tested.
 
 use super::commands::{
-    CommandError, LVCHANGE, LVCREATE, LVREMOVE, LVRESIZE, LVS, LVS_COLUMNS, VGS, argv, need_lv,
-    need_vg,
+    CommandError, LVCHANGE, LVCREATE, LVREMOVE, LVRESIZE, VGS, argv, need_lv, need_vg,
 };
 use crate::api::topolvm::LV_TAG;
 
@@ -117,26 +116,6 @@ pub fn lvremove_volume(vg: &str, lv: &str) -> Result<Vec<String>, CommandError> 
     Ok(argv(LVREMOVE, ["-f".to_string(), target]))
 }
 
-/// Every LV of a VG: `lvs -S vgname=<vg> --units b --nosuffix --reportformat json -o <cols>`
-/// (the same columns vg-manager reads, so one parser serves both).
-pub fn lvs_in(vg: &str) -> Result<Vec<String>, CommandError> {
-    need_vg("lvs", vg)?;
-    Ok(argv(
-        LVS,
-        [
-            "-S",
-            &format!("vgname={vg}"),
-            "--units",
-            "b",
-            "--nosuffix",
-            "--reportformat",
-            "json",
-            "-o",
-            LVS_COLUMNS,
-        ],
-    ))
-}
-
 /// `vgs -o vg_name,vg_size,vg_free,vg_tags --units b --nosuffix --reportformat json <vg>`.
 pub fn vgs_free(vg: &str) -> Result<Vec<String>, CommandError> {
     need_vg("vgs", vg)?;
@@ -197,6 +176,5 @@ mod tests {
         assert!(lvcreate_thick("", "a", 1, &CreateOptions::default()).is_err());
         assert!(lvcreate_thin("vg", "", "a", 1, &CreateOptions::default()).is_err());
         assert!(lvremove_volume("vg", "").is_err());
-        assert!(lvs_in("").is_err());
     }
 }

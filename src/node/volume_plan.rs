@@ -98,6 +98,20 @@ fn refuse(code: Code, message: impl Into<String>) -> Plan {
     })
 }
 
+/// The refusal of a new volume of `want` bytes the class cannot hold (TopoLVM's lvmd check).
+fn no_room(h: &HostView, class: &LvmdDeviceClass, want: u64) -> Option<Plan> {
+    let free = free_for_create(class, h.vg_free, &h.lvs).unwrap_or(0);
+    (free < want).then(|| {
+        refuse(
+            Code::ResourceExhausted,
+            format!(
+                "not enough space in device class {}: {free} bytes free, {want} requested",
+                class.name
+            ),
+        )
+    })
+}
+
 fn host(action: VolumeAction, argv: Result<Vec<String>, CommandError>) -> Plan {
     match argv {
         Ok(argv) => Plan::Host { action, argv },
@@ -189,15 +203,8 @@ pub fn plan(v: &VolumeView, h: &HostView) -> Plan {
             match &v.source {
                 Some(_) => plan_snapshot(v, h, class, want),
                 None => {
-                    let free = free_for_create(class, h.vg_free, &h.lvs).unwrap_or(0);
-                    if free < want {
-                        return refuse(
-                            Code::ResourceExhausted,
-                            format!(
-                                "not enough space in device class {}: {free} bytes free, {want} requested",
-                                class.name
-                            ),
-                        );
+                    if let Some(no_room) = no_room(h, class, want) {
+                        return no_room;
                     }
                     let opts = match create_options(&h.config, class, &v.option_class) {
                         Ok(o) => o,
@@ -306,15 +313,8 @@ fn plan_snapshot(v: &VolumeView, h: &HostView, class: &LvmdDeviceClass, want: u6
             format!("requested {want} bytes is smaller than the source ({src_size} bytes)"),
         );
     }
-    let free = free_for_create(class, h.vg_free, &h.lvs).unwrap_or(0);
-    if free < want {
-        return refuse(
-            Code::ResourceExhausted,
-            format!(
-                "not enough space in device class {}: {free} bytes free, {want} requested",
-                class.name
-            ),
-        );
+    if let Some(no_room) = no_room(h, class, want) {
+        return no_room;
     }
     host(
         VolumeAction::LvcreateSnapshot,

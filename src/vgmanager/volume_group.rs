@@ -60,6 +60,24 @@ pub struct NodeCtx {
     pub metrics: Metrics,
 }
 
+impl NodeCtx {
+    /// This node's lvmd.yaml: None when there is none yet; unreadable or invalid is an error,
+    /// never "no classes".
+    pub fn read_lvmd(&self) -> Result<Option<lvmd_config::LvmdConfig>, UnitError> {
+        let path = &self.lvmd_path;
+        match self.host.read_to_string(path) {
+            Ok(text) => lvmd_config::parse(&text).map(Some).map_err(|e| {
+                UnitError::permanent("LVMDConfigInvalid", format!("{}: {e}", path.display()))
+            }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(UnitError::retryable(
+                "LVMDConfigUnreadable",
+                format!("{}: {e}", path.display()),
+            )),
+        }
+    }
+}
+
 pub struct VolumeGroupUnit {
     pub unit: String,
     pub vg: String,
@@ -105,11 +123,11 @@ struct Observed {
     holders: BTreeMap<String, Vec<String>>,
 }
 
-fn host_err(what: &str) -> impl Fn(super::host::HostError) -> UnitError + '_ {
+pub(super) fn host_err(what: &str) -> impl Fn(super::host::HostError) -> UnitError + '_ {
     move |e| UnitError::retryable("HostCommandFailed", format!("{what}: {e}"))
 }
 
-fn cmd_err(e: commands::CommandError) -> UnitError {
+pub(super) fn cmd_err(e: commands::CommandError) -> UnitError {
     UnitError::permanent("InvalidCommand", e.to_string())
 }
 
@@ -493,19 +511,7 @@ impl VolumeGroupUnit {
     }
 
     fn read_lvmd(&self) -> Result<Option<lvmd_config::LvmdConfig>, UnitError> {
-        match self.ctx.host.read_to_string(&self.ctx.lvmd_path) {
-            Ok(text) => lvmd_config::parse(&text).map(Some).map_err(|e| {
-                UnitError::permanent(
-                    "LVMDConfigInvalid",
-                    format!("{}: {e}", self.ctx.lvmd_path.display()),
-                )
-            }),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(UnitError::retryable(
-                "LVMDConfigUnreadable",
-                format!("{}: {e}", self.ctx.lvmd_path.display()),
-            )),
-        }
+        self.ctx.read_lvmd()
     }
 
     /// Written atomically (temp file + rename): a crash never leaves a half-written lvmd.yaml.

@@ -18,12 +18,12 @@ use lvms_journal::{Intent, ObjectRef};
 use serde_json::{Value, json};
 use tracing::warn;
 
-use super::volume_group::NodeCtx;
+use super::volume_group::{NodeCtx, cmd_err, host_err};
 use crate::api::quantity::format_binary;
 use crate::api::topolvm::{CAPACITY_ANNOTATION_PREFIX, CREATED_BY_LABEL};
 use crate::api::{LOGICAL_VOLUME_FINALIZER, LogicalVolume};
 use crate::kube::apply::unit_error;
-use crate::node::lvmd_config::{self, LvmdConfig};
+use crate::node::lvmd_config::LvmdConfig;
 use crate::node::report::{parse_lvs, parse_vgs};
 use crate::node::volume_actions::VolumeAction as A;
 use crate::node::volume_capacity::{self, ClassObservation};
@@ -52,14 +52,6 @@ pub struct VolumesUnit {
 /// Each class's observation, or why it could not be read (never "no LVs").
 type Observed = BTreeMap<String, Result<ClassObservation, String>>;
 
-fn host_err(what: &str) -> impl Fn(super::host::HostError) -> UnitError + '_ {
-    move |e| UnitError::retryable("HostCommandFailed", format!("{what}: {e}"))
-}
-
-fn cmd_err(e: crate::node::commands::CommandError) -> UnitError {
-    UnitError::permanent("InvalidCommand", e.to_string())
-}
-
 impl VolumesUnit {
     fn api(&self) -> Api<LogicalVolume> {
         Api::all(self.ctx.client.clone())
@@ -82,25 +74,15 @@ impl VolumesUnit {
         ))
     }
 
-    fn read_lvmd(&self) -> Result<Option<LvmdConfig>, UnitError> {
-        let path = &self.ctx.lvmd_path;
-        match self.ctx.host.read_to_string(path) {
-            Ok(text) => lvmd_config::parse(&text).map(Some).map_err(|e| {
-                UnitError::permanent("LVMDConfigInvalid", format!("{}: {e}", path.display()))
-            }),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(UnitError::retryable(
-                "LVMDConfigUnreadable",
-                format!("{}: {e}", path.display()),
-            )),
-        }
-    }
-
     /// `lvs` and `vgs` of one VG. A VG that is not there (not built yet) or a report that
     /// does not parse is an error for this class, never an empty VG.
     async fn observe_vg(&self, vg: &str) -> Result<ClassObservation, UnitError> {
-        let lvs = parse_lvs(&self.run_host(&cmd::lvs_in(vg).map_err(cmd_err)?).await?)
-            .map_err(|e| UnitError::retryable("LvsFailed", e.to_string()))?;
+        let lvs = parse_lvs(
+            &self
+                .run_host(&crate::node::commands::lvs(vg).map_err(cmd_err)?)
+                .await?,
+        )
+        .map_err(|e| UnitError::retryable("LvsFailed", e.to_string()))?;
         let vgs = parse_vgs(&self.run_host(&cmd::vgs_free(vg).map_err(cmd_err)?).await?)
             .map_err(|e| UnitError::retryable("VgsFailed", e.to_string()))?;
         let vg_free = vgs
@@ -407,7 +389,7 @@ impl VolumesUnit {
         // Volume steps carry their own story; a pass is not news.
         steps.quiet();
         let requeue = Some(self.ctx.reconcile_interval);
-        let Some(config) = self.read_lvmd()? else {
+        let Some(config) = self.ctx.read_lvmd()? else {
             return Ok(Pass {
                 summary: "no lvmd.yaml yet: no device class on this node".into(),
                 requeue_after: requeue,
@@ -483,8 +465,12 @@ impl Unit for VolumesUnit {
                 format!("no volume group in {:?}", intent.args),
             )
         })?;
-        let lvs = parse_lvs(&self.run_host(&cmd::lvs_in(vg).map_err(cmd_err)?).await?)
-            .map_err(|e| UnitError::retryable("LvsFailed", e.to_string()))?;
+        let lvs = parse_lvs(
+            &self
+                .run_host(&crate::node::commands::lvs(vg).map_err(cmd_err)?)
+                .await?,
+        )
+        .map_err(|e| UnitError::retryable("LvsFailed", e.to_string()))?;
         let lvs: Vec<_> = lvs.all().cloned().collect();
         let verdict = volume_replay::verdict(action, &intent.args, &intent.object.uid, &lvs);
         Ok(Done::replayed(verdict))
