@@ -333,6 +333,30 @@ impl Steps {
         self.run_one(seq, action, Box::pin(effect()), span).await
     }
 
+    /// [`Steps::run`], unless the journal already holds an intent with this step's idempotency
+    /// key: a report made once per occurrence (its Event published once, however many passes
+    /// see the same situation). An open one is replay's to close. `None` when skipped.
+    pub async fn run_once<F, Fut>(
+        &self,
+        spec: StepSpec,
+        effect: F,
+    ) -> Result<Option<Done>, UnitError>
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<Done, UnitError>> + Send,
+    {
+        let key = spec.idempotency_key(&self.unit);
+        if self
+            .journal
+            .intent_by_key(&key)
+            .map_err(UnitError::journal)?
+            .is_some()
+        {
+            return Ok(None);
+        }
+        self.run(spec, effect).await.map(Some)
+    }
+
     /// Run independent side effects as one batch: every intent is made durable before its
     /// effect starts, BATCH_CHUNK intents per journal append (one flush), then the effects run
     /// with at most `concurrency` in flight, each closed by its own outcome. The next chunk's

@@ -191,6 +191,15 @@ impl Volumes {
             .cloned()
     }
 
+    /// Every LogicalVolume, or None before the first full list (an unlisted index is not an
+    /// empty one).
+    pub fn all(&self) -> Option<Vec<Arc<LogicalVolume>>> {
+        let index = self.read();
+        index
+            .ready
+            .then(|| index.by_name.values().cloned().collect())
+    }
+
     pub fn len(&self) -> usize {
         self.read().by_name.len()
     }

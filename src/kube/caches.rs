@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim};
 use k8s_openapi::api::storage::v1::{CSIDriver, CSINode, StorageClass};
 use kube::api::{Api, DynamicObject};
 use kube::runtime::reflector::{self, Store};
@@ -44,6 +44,9 @@ pub struct Caches {
     pub storage_classes: Store<StorageClass>,
     pub csi_drivers: Store<CSIDriver>,
     pub csi_nodes: Store<CSINode>,
+    /// Every PV and PVC (LVMS's PV/PVC helpers, TopoLVM's Node cleanup pick theirs out).
+    pub pvs: Store<PersistentVolume>,
+    pub pvcs: Store<PersistentVolumeClaim>,
     pub snapshot_classes: Option<Store<DynamicObject>>,
     pub sccs: Option<Store<DynamicObject>>,
 }
@@ -380,6 +383,22 @@ impl WatchHub {
                 strip_csi_node,
                 &mut tasks,
             ),
+            pvs: spawn_typed(
+                Api::all(c.clone()),
+                all.clone().page_size(100),
+                Kind::PersistentVolume,
+                r(),
+                strip_meta,
+                &mut tasks,
+            ),
+            pvcs: spawn_typed(
+                Api::all(c.clone()),
+                all.clone().page_size(100),
+                Kind::PersistentVolumeClaim,
+                r(),
+                strip_meta,
+                &mut tasks,
+            ),
             snapshot_classes: caps.snapshots.then(|| {
                 spawn_dynamic(
                     client,
@@ -408,6 +427,8 @@ impl Caches {
         self.storage_classes.wait_until_ready().await?;
         self.csi_drivers.wait_until_ready().await?;
         self.csi_nodes.wait_until_ready().await?;
+        self.pvs.wait_until_ready().await?;
+        self.pvcs.wait_until_ready().await?;
         if let Some(s) = &self.snapshot_classes {
             s.wait_until_ready().await?;
         }

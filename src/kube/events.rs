@@ -35,6 +35,7 @@ fn regarding(spec: &EventSpec) -> ObjectReference {
         "LVMCluster" | "LVMVolumeGroup" | "LVMVolumeGroupNodeStatus" => {
             format!("{GROUP}/v1alpha1")
         }
+        "LogicalVolume" => "topolvm.io/v1".to_string(),
         _ => "v1".to_string(),
     };
     ObjectReference {
@@ -47,13 +48,22 @@ fn regarding(spec: &EventSpec) -> ObjectReference {
     }
 }
 
+/// Where an Event about the object lives: its namespace, or `default` for a cluster-scoped
+/// object (a PV, a Node), as client-go's recorder does.
+pub fn event_namespace(spec: &EventSpec) -> &str {
+    match spec.regarding.namespace.as_str() {
+        "" => "default",
+        ns => ns,
+    }
+}
+
 impl KubeEvents {
     fn build(&self, spec: &EventSpec, name: &str, count: u64) -> Event {
         let now = MicroTime(k8s_openapi::jiff::Timestamp::now());
         Event {
             metadata: ObjectMeta {
                 name: Some(name.to_string()),
-                namespace: Some(spec.regarding.namespace.clone()),
+                namespace: Some(event_namespace(spec).to_string()),
                 ..Default::default()
             },
             event_time: Some(now.clone()),
@@ -76,7 +86,7 @@ impl KubeEvents {
 impl EventSink for KubeEvents {
     async fn write(&self, key: &str, spec: &EventSpec, count: u64) -> Result<(), SinkError> {
         let name = event_name(spec, key);
-        let api: Api<Event> = Api::namespaced(self.client.clone(), &spec.regarding.namespace);
+        let api: Api<Event> = Api::namespaced(self.client.clone(), event_namespace(spec));
         let event = self.build(spec, &name, count);
         if count > 1 {
             let now = MicroTime(k8s_openapi::jiff::Timestamp::now());

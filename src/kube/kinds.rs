@@ -4,7 +4,8 @@
 use kube::api::{ApiResource, GroupVersionKind};
 use kube::core::Resource;
 
-/// A kind lvms writes or watches. `namespaced` objects live in the operator namespace.
+/// A kind lvms writes or watches. The `namespaced` ones lvms owns live in the operator
+/// namespace; claims live in their users' namespaces.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Kind {
     LvmCluster,
@@ -22,11 +23,16 @@ pub enum Kind {
     /// TopoLVM's volume object (cluster-scoped): the CSI controller writes it, vg-manager
     /// realises it.
     LogicalVolume,
+    /// Watched only (LVMS's PV helper: claim references, hostname labels).
+    PersistentVolume,
+    /// Watched only (LVMS's PVC helper: capacity warnings; TopoLVM's Node cleanup).
+    PersistentVolumeClaim,
 }
 
 impl Kind {
     pub fn api_resource(self) -> ApiResource {
-        use k8s_openapi::api::{apps::v1::DaemonSet, core::v1::Node, storage::v1 as st};
+        use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim};
+        use k8s_openapi::api::{apps::v1::DaemonSet, storage::v1 as st};
         match self {
             Kind::LvmCluster => ApiResource::erase::<crate::api::LVMCluster>(&()),
             Kind::Node => ApiResource::erase::<Node>(&()),
@@ -41,6 +47,8 @@ impl Kind {
                 "volumesnapshotclasses",
             ),
             Kind::LogicalVolume => ApiResource::erase::<crate::api::LogicalVolume>(&()),
+            Kind::PersistentVolume => ApiResource::erase::<PersistentVolume>(&()),
+            Kind::PersistentVolumeClaim => ApiResource::erase::<PersistentVolumeClaim>(&()),
             Kind::Scc => ApiResource::from_gvk_with_plural(
                 &GroupVersionKind::gvk("security.openshift.io", "v1", "SecurityContextConstraints"),
                 "securitycontextconstraints",
@@ -51,7 +59,11 @@ impl Kind {
     pub fn namespaced(self) -> bool {
         matches!(
             self,
-            Kind::LvmCluster | Kind::DaemonSet | Kind::VolumeGroup | Kind::NodeStatus
+            Kind::LvmCluster
+                | Kind::DaemonSet
+                | Kind::VolumeGroup
+                | Kind::NodeStatus
+                | Kind::PersistentVolumeClaim
         )
     }
 

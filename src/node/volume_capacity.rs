@@ -10,7 +10,7 @@ use serde_json::{Map, Value, json};
 use super::lvmd_config::LvmdConfig;
 use super::report::LogicalVolume;
 use super::volume_space::published;
-use crate::api::topolvm::{CAPACITY_ANNOTATION_PREFIX, capacity_annotation};
+use crate::api::topolvm::{CAPACITY_ANNOTATION_PREFIX, NODE_FINALIZER, capacity_annotation};
 
 /// What one class's VG looks like now: its free bytes and its LVs.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -59,6 +59,25 @@ pub fn patch(
         }
     }
     (!changes.is_empty()).then(|| json!({"metadata": {"annotations": changes}}))
+}
+
+/// TopoLVM's exporter also puts `topolvm.io/node` on the Node (the operator cleans up a
+/// deleted Node's volumes before letting it go). Adds it to `patch` when missing, guarded by
+/// the resourceVersion the finalizers were read at (a merge patch replaces the whole list).
+pub fn with_node_finalizer(
+    patch: Option<Value>,
+    finalizers: &[String],
+    resource_version: Option<&str>,
+) -> Option<Value> {
+    if finalizers.iter().any(|f| f == NODE_FINALIZER) {
+        return patch;
+    }
+    let mut all = finalizers.to_vec();
+    all.push(NODE_FINALIZER.to_string());
+    let mut patch = patch.unwrap_or_else(|| json!({"metadata": {}}));
+    patch["metadata"]["finalizers"] = json!(all);
+    patch["metadata"]["resourceVersion"] = json!(resource_version);
+    Some(patch)
 }
 
 #[cfg(test)]
@@ -138,5 +157,22 @@ mod tests {
             }}}))
         );
         assert_eq!(patch(&desired, &desired), None);
+    }
+
+    #[test]
+    fn the_node_finalizer_is_added_once_keeping_the_others() {
+        let ann = Some(json!({"metadata": {"annotations": {"capacity.topolvm.io/a": "1"}}}));
+        let p = with_node_finalizer(ann.clone(), &["other".into()], Some("7")).unwrap();
+        assert_eq!(
+            p["metadata"]["finalizers"],
+            json!(["other", NODE_FINALIZER])
+        );
+        assert_eq!(p["metadata"]["resourceVersion"], "7");
+        assert_eq!(p["metadata"]["annotations"]["capacity.topolvm.io/a"], "1");
+        // Already there: the capacity patch as it was, and nothing at all without one.
+        let held = [NODE_FINALIZER.to_string()];
+        assert_eq!(with_node_finalizer(ann.clone(), &held, Some("7")), ann);
+        assert_eq!(with_node_finalizer(None, &held, Some("7")), None);
+        assert!(with_node_finalizer(None, &[], None).is_some());
     }
 }

@@ -85,7 +85,12 @@ impl Ctx {
             |o: &Arc<kube::api::DynamicObject>| owned_by(o.metadata.labels.as_ref(), cluster);
         match kind {
             // Kinds no unit writes: the operator owns none of them.
-            Kind::LvmCluster | Kind::Node | Kind::CsiNode | Kind::LogicalVolume => Ok(Vec::new()),
+            Kind::LvmCluster
+            | Kind::Node
+            | Kind::CsiNode
+            | Kind::LogicalVolume
+            | Kind::PersistentVolume
+            | Kind::PersistentVolumeClaim => Ok(Vec::new()),
             Kind::CsiDriver => values(
                 c.csi_drivers
                     .state()

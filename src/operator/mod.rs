@@ -13,4 +13,5 @@ pub mod run;
 pub mod singleton;
 pub mod status;
 pub mod units;
+pub mod volumes;
 pub mod world;

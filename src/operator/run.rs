@@ -194,6 +194,29 @@ pub async fn run(
     ));
     let volumes = crate::csi::volumes::Volumes::new();
     let volumes_task = tokio::spawn(volumes.clone().run(kube::Api::all(client.clone())));
+    // The helpers for users' volumes (LVMS's PV/PVC controllers, TopoLVM's Node finalizer).
+    {
+        use super::units::topolvm_nodes;
+        use super::units::{persistent_volume_claims as pvcs, persistent_volumes as pvs};
+        children.push(wiring.child(
+            pvs::UNIT,
+            triggers[pvs::UNIT].clone(),
+            pvs::PersistentVolumesUnit { ctx: ctx.clone() },
+        ));
+        children.push(wiring.child(
+            pvcs::UNIT,
+            triggers[pvcs::UNIT].clone(),
+            pvcs::PersistentVolumeClaimsUnit { ctx: ctx.clone() },
+        ));
+        children.push(wiring.child(
+            topolvm_nodes::UNIT,
+            triggers[topolvm_nodes::UNIT].clone(),
+            topolvm_nodes::TopolvmNodesUnit {
+                ctx: ctx.clone(),
+                volumes: volumes.clone(),
+            },
+        ));
+    }
     let csi = super::csi::serve(
         &cfg.csi_socket,
         crate::csi::writes::LvWrites {

@@ -20,7 +20,7 @@ use tracing::warn;
 
 use super::volume_group::{NodeCtx, cmd_err, host_err};
 use crate::api::quantity::format_binary;
-use crate::api::topolvm::{CAPACITY_ANNOTATION_PREFIX, CREATED_BY_LABEL};
+use crate::api::topolvm::{CAPACITY_ANNOTATION_PREFIX, CREATED_BY_LABEL, NODE_FINALIZER};
 use crate::api::{LOGICAL_VOLUME_FINALIZER, LogicalVolume};
 use crate::kube::apply::unit_error;
 use crate::node::lvmd_config::LvmdConfig;
@@ -335,6 +335,10 @@ impl VolumesUnit {
         let Some(node) = self.node() else {
             return Ok(false);
         };
+        // As TopoLVM's exporter: a Node being deleted is the operator's to finish, untouched.
+        if node.metadata.deletion_timestamp.is_some() {
+            return Ok(false);
+        }
         let current: BTreeMap<String, String> = node
             .metadata
             .annotations
@@ -365,10 +369,18 @@ impl VolumesUnit {
                 desired.insert(k.clone(), v.clone());
             }
         }
-        let Some(patch) = volume_capacity::patch(&current, &desired) else {
+        let finalizers = node.metadata.finalizers.clone().unwrap_or_default();
+        let Some(patch) = volume_capacity::with_node_finalizer(
+            volume_capacity::patch(&current, &desired),
+            &finalizers,
+            node.metadata.resource_version.as_deref(),
+        ) else {
             return Ok(false);
         };
-        let args = desired.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let mut args: Vec<String> = desired.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        if !finalizers.iter().any(|f| f == NODE_FINALIZER) {
+            args.push(format!("finalizer {NODE_FINALIZER}"));
+        }
         let spec = StepSpec::new(object_ref(node.as_ref()), A::AnnotateCapacity).args(args);
         let api: Api<Node> = Api::all(self.ctx.client.clone());
         let name = self.ctx.node.clone();

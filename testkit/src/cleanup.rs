@@ -85,7 +85,8 @@ pub async fn clean_cluster_scoped(client: &Client) {
     // the same name as the next one's.
     strip_and_delete_cluster::<lvms::api::LogicalVolume>(client).await;
     strip_and_delete_cluster::<k8s_openapi::api::core::v1::PersistentVolume>(client).await;
-    delete_all::<Node>(client, "nodes").await;
+    // vg-manager puts TopoLVM's `topolvm.io/node` on its Node; no operator is left to take it off.
+    strip_and_delete_cluster::<Node>(client).await;
     delete_all::<CSINode>(client, "csinodes").await;
     delete_all::<StorageClass>(client, "scs").await;
     let _ = Api::<CSIDriver>::all(client.clone())

@@ -44,3 +44,27 @@ pub async fn register_csi_node(client: &Client, node: &str, registered: bool) {
         .await
         .expect("CSINode");
 }
+
+/// What kubelet does with NodeGetInfo when the node plugin registers: the CSINode lists the
+/// driver with TopoLVM's topology key, and the Node carries it as a label (csi-provisioner
+/// builds a claim's accessibility requirements from both).
+pub async fn register_with_topology(client: &Client, node: &str) {
+    Api::<CSINode>::all(client.clone())
+        .patch(
+            node,
+            &PatchParams::apply("test-kubelet").force(),
+            &Patch::Apply(&fixtures::with_topology_keys(fixtures::csi_node(
+                node, true,
+            ))),
+        )
+        .await
+        .expect("CSINode topology keys");
+    Api::<Node>::all(client.clone())
+        .patch(
+            node,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"topology.topolvm.io/node": node}}})),
+        )
+        .await
+        .expect("topology label");
+}

@@ -8,6 +8,7 @@
 //! - [`disks`]: loop-device disks and lvm2 queries (root, real lvm2);
 //! - [`guest`]: the real-kernel tier, a QEMU guest with device-mapper running a script;
 //! - [`fixtures`]: builders for the objects tests and benches create;
+//! - [`snapshots`]: the VolumeSnapshot API and the upstream snapshot/provisioning controllers;
 //! - [`wait`], [`events`], [`journal`]: polling, Event and journal assertions;
 //! - [`process`]: the `lvms` binary and log tails; [`bench`]: the `cargo bench` entry and knobs.
 // Test code: a panic is a failed test, and its output is the report.
@@ -24,6 +25,7 @@ pub mod journal;
 pub mod kubelet;
 pub mod process;
 pub mod scenario;
+pub mod snapshots;
 pub mod wait;
 
 pub use env::{TestNs, client, env};

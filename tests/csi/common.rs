@@ -6,7 +6,6 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Node;
 use kube::Api;
-use kube::api::{Patch, PatchParams};
 use lvms::api::LogicalVolume;
 use lvms::csi::proto::CreateVolumeRequest;
 use lvms::csi::proto::controller_client::ControllerClient;
@@ -54,26 +53,7 @@ impl ThickNode {
         // Disk links are per process (/dev/lvms-e2e-<pid>/<name>): one name per scenario.
         let disk = Disk::new(&s.dir.join("disks"), &format!("d{i}"), disk_mb);
         create_node(&s.client, NODE, false).await;
-        // Registered with TopoLVM's topology key, as kubelet records the node plugin.
-        Api::<k8s_openapi::api::storage::v1::CSINode>::all(s.client.clone())
-            .patch(
-                NODE,
-                &PatchParams::apply("test-kubelet").force(),
-                &Patch::Apply(&lvms_testkit::fixtures::with_topology_keys(
-                    lvms_testkit::fixtures::csi_node(NODE, true),
-                )),
-            )
-            .await
-            .expect("CSINode topology keys");
-        // What kubelet does with NodeGetInfo's topology when the node plugin registers.
-        Api::<Node>::all(s.client.clone())
-            .patch(
-                NODE,
-                &PatchParams::default(),
-                &Patch::Merge(json!({"metadata": {"labels": {"topology.topolvm.io/node": NODE}}})),
-            )
-            .await
-            .expect("topology label");
+        lvms_testkit::kubelet::register_with_topology(&s.client, NODE).await;
         let op = s.operator(&[], &[]);
         let vgm = s.vg_manager(NODE, vgm_env);
         let mut dc = json!({"name": class, "default": true, "nodeSelector": host_selector(NODE),

@@ -7,6 +7,7 @@
 
 mod common;
 mod crash;
+mod helpers;
 mod provisioning;
 mod pvc;
 mod sanity;

@@ -16,15 +16,7 @@ use crate::common::{MIB, NODE, ThickNode};
 const SLOW: Duration = Duration::from_secs(120);
 
 fn claim(name: &str, class: &str, size: &str) -> PersistentVolumeClaim {
-    serde_json::from_value(json!({
-        "apiVersion": "v1", "kind": "PersistentVolumeClaim",
-        "metadata": {"name": name,
-                     // What the scheduler writes for a WaitForFirstConsumer claim.
-                     "annotations": {"volume.kubernetes.io/selected-node": NODE}},
-        "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": format!("lvms-{class}"),
-                 "resources": {"requests": {"storage": size}}}
-    }))
-    .expect("a claim")
+    lvms_testkit::fixtures::csi::claim(name, &format!("lvms-{class}"), size, NODE, None)
 }
 
 fn sidecars(n: &ThickNode) -> Vec<lvms::dev::csi_peers::Sidecar> {

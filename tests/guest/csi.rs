@@ -1,19 +1,19 @@
-//! The CSI driver's thin volumes on a real kernel: the operator on the host serves the
-//! controller, vg-manager in the guest realises its LogicalVolumes in an active thin pool. A
-//! thin volume, a snapshot of it (read-only), a restore of the snapshot and a clone of the
-//! volume are made through the operator's socket; lvm2 in the guest shows each as TopoLVM
-//! makes them; all are deleted before the class is torn down.
+//! The CSI driver's thin volumes on a real kernel, through the upstream controllers: the
+//! operator on the host serves the controller, vg-manager in the guest realises its
+//! LogicalVolumes in an active thin pool. A claim (csi-provisioner), a VolumeSnapshot of it
+//! (snapshot-controller + csi-snapshotter, read-only), a claim restored from the snapshot and a
+//! claim cloned from the first are made as a user makes them; lvm2 in the guest shows each as
+//! TopoLVM makes them; all are deleted before the class is torn down.
 
 use std::time::Duration;
 
-use lvms::csi::proto::controller_client::ControllerClient;
-use lvms::csi::proto::volume_content_source::{SnapshotSource, Type as Source, VolumeSource};
-use lvms::csi::proto::{
-    CreateSnapshotRequest, CreateVolumeRequest, DeleteSnapshotRequest, DeleteVolumeRequest,
-    VolumeContentSource,
-};
-use serde_json::Value;
-use tonic::transport::Channel;
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
+use kube::Api;
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use lvms_testkit::eventually;
+use lvms_testkit::fixtures::csi::claim;
+use lvms_testkit::snapshots;
+use serde_json::{Value, json};
 
 use crate::group::Ctx;
 use crate::node::{HostCtx, NodeRun, lv, run_node};
@@ -24,112 +24,186 @@ const GUEST: &str = r#"
 tagged() { lvs --noheadings -o lv_name -S lv_tags=lvms-volume "$VG" 2>/dev/null | wc -l; }
 i=0
 until [ "$(tagged)" -ge 4 ]; do
-  i=$((i+1)); [ $i -gt 600 ] && fail "the four CSI volumes never appeared" 16; sleep 1
+  i=$((i+1)); [ $i -gt 900 ] && fail "the four CSI volumes never appeared" 16; sleep 1
 done
 lvs -a --reportformat json --units b --nosuffix \
   -o lv_name,lv_attr,lv_size,pool_lv,origin,lv_tags "$VG" >"$GUEST_OUT/lvs-csi.json"
 echo "LVMS-JOB-MARK $JOB volumes-seen" >/dev/console
 i=0
 until [ "$(tagged)" -eq 0 ]; do
-  i=$((i+1)); [ $i -gt 600 ] && fail "the CSI volumes were never removed" 17; sleep 1
+  i=$((i+1)); [ $i -gt 900 ] && fail "the CSI volumes were never removed" 17; sleep 1
 done
 "#;
 
-/// A 64 MiB CreateVolume on `node` in class `vg`, optionally from a snapshot or volume.
-fn request(name: &str, node: &str, vg: &str, source: Option<Source>) -> CreateVolumeRequest {
-    let mut r = lvms_testkit::fixtures::csi::create_volume(name, node, vg, 64 << 20);
-    r.volume_content_source = source.map(|t| VolumeContentSource { r#type: Some(t) });
-    r
-}
+/// Software emulation: each lvm2 command ~0.5–1 s, so every wait is generous.
+const SLOW: Duration = Duration::from_secs(300);
 
-/// Software emulation: each lvm2 command ~0.5–1 s, so an RPC gets a generous deadline.
-fn slow<T>(msg: T) -> tonic::Request<T> {
-    let mut r = tonic::Request::new(msg);
-    r.set_timeout(Duration::from_secs(240));
-    r
-}
+/// TopoLVM's minimum for xfs (the class's filesystem): every claim is this size.
+const SIZE: &str = "300Mi";
 
-async fn controller(h: &HostCtx<'_>) -> ControllerClient<Channel> {
-    let channel = lvms_testkit::eventually(Duration::from_secs(60), || async {
-        lvms::csi::client::connect(&h.socket).await.ok()
+/// The claim's volume handle once it is Bound (the LV's name in the guest).
+async fn bound_handle(
+    h: &HostCtx<'_>,
+    name: &str,
+    logs: &[lvms::dev::csi_peers::Sidecar],
+) -> String {
+    let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(h.s.client.clone(), &h.s.ns.name);
+    let pvs: Api<PersistentVolume> = Api::all(h.s.client.clone());
+    let got = eventually(SLOW, || async {
+        let c = pvcs.get(name).await.ok()?;
+        if c.status.as_ref()?.phase.as_deref() != Some("Bound") {
+            return None;
+        }
+        let pv = pvs
+            .get(c.spec.as_ref()?.volume_name.as_deref()?)
+            .await
+            .ok()?;
+        Some(pv.spec?.csi?.volume_handle)
     })
-    .await
-    .expect("the operator's CSI socket");
-    ControllerClient::new(channel)
+    .await;
+    got.unwrap_or_else(|| {
+        panic!(
+            "claim {name} never Bound;{}",
+            logs.iter()
+                .map(|l| format!(
+                    "\n{} log:\n{}",
+                    l.name,
+                    lvms_testkit::process::tail(&l.log_text(), 20)
+                ))
+                .collect::<String>()
+        )
+    })
 }
 
 fn host(h: HostCtx<'_>) -> futures::future::BoxFuture<'_, ()> {
     Box::pin(async move {
-        let vg = h.vg.clone();
-        let mut c = controller(&h).await;
-        let made =
-            |r: Result<tonic::Response<lvms::csi::proto::CreateVolumeResponse>, tonic::Status>,
-             what: &str| {
-                r.unwrap_or_else(|e| panic!("{what}: {e}"))
-                    .into_inner()
-                    .volume
-                    .expect("a volume")
-                    .volume_id
-            };
-        let v = made(
-            c.create_volume(slow(request("pvc-thin", &h.node, &vg, None)))
-                .await,
-            "thin volume",
-        );
-        let snap = c
-            .create_snapshot(slow(CreateSnapshotRequest {
-                source_volume_id: v.clone(),
-                name: "snap-thin".into(),
-                ..Default::default()
-            }))
+        let client = h.s.client.clone();
+        let ns = h.s.ns.name.clone();
+        snapshots::install_api(&client).await;
+        // The operator found no snapshot API when it started, so it made no class: the test
+        // makes one as a user would.
+        let class = format!("snap-{}", h.vg);
+        let pp = PatchParams::apply("lvms-test").force();
+        snapshots::api(
+            &client,
+            "volumesnapshotclasses",
+            "VolumeSnapshotClass",
+            None,
+        )
+        .patch(&class, &pp, &Patch::Apply(&snapshots::class(&class)))
+        .await
+        .expect("VolumeSnapshotClass");
+        let kubeconfig = &lvms_testkit::env::env().cp.kubeconfig;
+        let peers = snapshots::controllers(&h.socket, kubeconfig, &h.s.dir, "240s");
+        let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), &ns);
+        let sc = format!("lvms-{}", h.vg);
+        let make = |name: &'static str, source: Option<Value>| {
+            let pvcs = pvcs.clone();
+            let c = claim(name, &sc, SIZE, &h.node, source);
+            async move { pvcs.create(&PostParams::default(), &c).await.expect(name) }
+        };
+        make("data", None).await;
+        let v = bound_handle(&h, "data", &peers).await;
+
+        let snaps = snapshots::api(&client, "volumesnapshots", "VolumeSnapshot", Some(&ns));
+        snaps
+            .patch(
+                "snap",
+                &pp,
+                &Patch::Apply(&snapshots::snapshot("snap", &class, "data")),
+            )
             .await
-            .unwrap_or_else(|e| panic!("CreateSnapshot: {e}"))
-            .into_inner()
-            .snapshot
-            .expect("a snapshot");
-        assert!(snap.ready_to_use, "a thin snapshot is ready at once");
-        let s = snap.snapshot_id;
-        let restored = Source::Snapshot(SnapshotSource {
-            snapshot_id: s.clone(),
+            .expect("VolumeSnapshot");
+        let content = eventually(SLOW, || async {
+            let s = snaps.get("snap").await.ok()?;
+            let status = s.data.get("status")?;
+            (status["readyToUse"] == true)
+                .then(|| {
+                    status["boundVolumeSnapshotContentName"]
+                        .as_str()
+                        .map(String::from)
+                })
+                .flatten()
+        })
+        .await
+        .unwrap_or_else(|| {
+            panic!(
+                "snapshot never ready; csi-snapshotter log:\n{}",
+                lvms_testkit::process::tail(&peers[1].log_text(), 30)
+            )
         });
-        let r = made(
-            c.create_volume(slow(request("pvc-restore", &h.node, &vg, Some(restored))))
-                .await,
+        let contents = snapshots::api(
+            &client,
+            "volumesnapshotcontents",
+            "VolumeSnapshotContent",
+            None,
+        );
+        let s = contents
+            .get(&content)
+            .await
+            .expect("VolumeSnapshotContent")
+            .data["status"]["snapshotHandle"]
+            .as_str()
+            .expect("a snapshot handle")
+            .to_string();
+
+        make(
             "restore",
-        );
-        let cloned = Source::Volume(VolumeSource {
-            volume_id: v.clone(),
-        });
-        let k = made(
-            c.create_volume(slow(request("pvc-clone", &h.node, &vg, Some(cloned))))
-                .await,
+            Some(json!({"apiGroup": "snapshot.storage.k8s.io", "kind": "VolumeSnapshot", "name": "snap"})),
+        )
+        .await;
+        make(
             "clone",
-        );
+            Some(json!({"kind": "PersistentVolumeClaim", "name": "data"})),
+        )
+        .await;
+        let r = bound_handle(&h, "restore", &peers).await;
+        let k = bound_handle(&h, "clone", &peers).await;
         std::fs::write(
             std::env::temp_dir().join(format!("lvms-csi-guest-ids-{}", std::process::id())),
             format!("{v} {s} {r} {k}"),
         )
         .expect("recording the ids");
         h.guest.mark("volumes-seen").await;
-        for id in [&r, &k, &v] {
-            c.delete_volume(slow(DeleteVolumeRequest {
-                volume_id: id.to_string(),
-                ..Default::default()
-            }))
-            .await
-            .unwrap_or_else(|e| panic!("DeleteVolume {id}: {e}"));
+
+        // Delete as a user does: the restore and the clone, the snapshot, then the claim.
+        for name in ["restore", "clone"] {
+            pvcs.delete(name, &DeleteParams::default())
+                .await
+                .expect(name);
         }
-        c.delete_snapshot(slow(DeleteSnapshotRequest {
-            snapshot_id: s,
-            ..Default::default()
-        }))
-        .await
-        .expect("DeleteSnapshot");
+        snaps
+            .delete("snap", &DeleteParams::default())
+            .await
+            .expect("delete snapshot");
+        pvcs.delete("data", &DeleteParams::default())
+            .await
+            .expect("delete data");
+        let pvs: Api<PersistentVolume> = Api::all(client.clone());
+        let gone = eventually(SLOW, || async {
+            let left = pvs.list(&ListParams::default()).await.ok()?.items.len()
+                + contents
+                    .list(&ListParams::default())
+                    .await
+                    .ok()?
+                    .items
+                    .len();
+            (left == 0).then_some(())
+        })
+        .await;
+        assert!(
+            gone.is_some(),
+            "PVs or snapshot contents stayed; provisioner log:\n{}",
+            lvms_testkit::process::tail(&peers[2].log_text(), 30)
+        );
+        drop(peers);
+        snapshots::remove_api(&client).await;
     })
 }
 
-/// Thin volume, snapshot, restore and clone through the CSI controller, realised by
-/// vg-manager on a real kernel, then deleted.
+/// A thin claim, a VolumeSnapshot of it, a claim restored from it and a clone, through
+/// csi-provisioner, snapshot-controller and csi-snapshotter, realised by vg-manager on a real
+/// kernel, then deleted.
 pub async fn thin_volumes_snapshots_restores_and_clones_are_made_as_topolvm_makes_them(ctx: Ctx) {
     let vg = format!("x{}", std::process::id());
     let after = format!("VG={vg}\n{GUEST}");

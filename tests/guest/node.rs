@@ -70,6 +70,8 @@ pub struct HostCtx<'a> {
     /// The scenario's VG (its device class).
     pub vg: String,
     pub guest: &'a lvms_testkit::guest::JobHandle,
+    /// The scenario (its client, namespace and log directory).
+    pub s: &'a Scenario,
 }
 
 pub type HostHook = for<'a> fn(HostCtx<'a>) -> futures::future::BoxFuture<'a, ()>;
@@ -254,7 +256,8 @@ pub async fn run_node(ctx: Ctx, r: NodeRun<'_>) -> NodeResult {
 
     let s = Scenario::named(&ns).await;
     create_node(&s.client, &node, false).await;
-    register_csi_node(&s.client, &node, true).await;
+    // As kubelet registers vg-manager's node plugin: with TopoLVM's topology key.
+    lvms_testkit::kubelet::register_with_topology(&s.client, &node).await;
     let _op = s.operator(&[], &[]);
     s.create_cluster(lvm_cluster("my-lvmcluster", r.classes.clone()))
         .await;
@@ -285,6 +288,7 @@ pub async fn run_node(ctx: Ctx, r: NodeRun<'_>) -> NodeResult {
             node: node.clone(),
             vg: r.vg.clone(),
             guest: &guest,
+            s: &s,
         })
         .await;
     }

@@ -42,6 +42,21 @@ async fn deletion_waits_for_pvcs_then_tears_everything_down() {
     .await
     .expect("finalizer added");
 
+    // LogicalVolumes holding TopoLVM's finalizer: one on node-a, one on a node that is gone
+    // (no vg-manager will ever let that one go).
+    let lvs: Api<lvms::api::LogicalVolume> = Api::all(c.clone());
+    for (name, node) in [("lv-on-a", "node-a"), ("lv-on-gone", "node-gone")] {
+        let lv: lvms::api::LogicalVolume = serde_json::from_value(json!({
+            "apiVersion": "topolvm.io/v1", "kind": "LogicalVolume",
+            "metadata": {"name": name, "finalizers": ["topolvm.io/logicalvolume"]},
+            "spec": {"name": name, "nodeName": node, "size": "1Gi", "deviceClass": "vg1"}
+        }))
+        .unwrap();
+        lvs.create(&PostParams::default(), &lv)
+            .await
+            .expect("LogicalVolume");
+    }
+
     // A PVC on the lvms StorageClass blocks deletion.
     let pvc: PersistentVolumeClaim = serde_json::from_value(json!({
         "metadata": {"name": "data"},
@@ -75,6 +90,25 @@ async fn deletion_waits_for_pvcs_then_tears_everything_down() {
         "{:?}",
         pending.note
     );
+    // As LVMS, before its gates: the finalizer of the gone node's LogicalVolume is stripped,
+    // node-a's is left to its vg-manager.
+    let finalizers = |name: &'static str| {
+        let lvs = lvs.clone();
+        async move {
+            lvs.get(name)
+                .await
+                .unwrap()
+                .metadata
+                .finalizers
+                .unwrap_or_default()
+        }
+    };
+    eventually(T, || async {
+        finalizers("lv-on-gone").await.is_empty().then_some(())
+    })
+    .await
+    .expect("the finalizer of a gone node's LogicalVolume stripped");
+    assert_eq!(finalizers("lv-on-a").await, ["topolvm.io/logicalvolume"]);
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert!(
         scs.get_opt("lvms-vg1").await.unwrap().is_some(),

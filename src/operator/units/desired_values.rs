@@ -21,7 +21,12 @@ pub fn desired_values(
 ) -> Result<Vec<Value>, String> {
     match kind {
         // Kinds no unit writes: nothing of them is desired.
-        Kind::LvmCluster | Kind::Node | Kind::CsiNode | Kind::LogicalVolume => Ok(Vec::new()),
+        Kind::LvmCluster
+        | Kind::Node
+        | Kind::CsiNode
+        | Kind::LogicalVolume
+        | Kind::PersistentVolume
+        | Kind::PersistentVolumeClaim => Ok(Vec::new()),
         Kind::CsiDriver => json([desired::csi_driver::csi_driver(cluster)]),
         Kind::DaemonSet => json([desired::daemonset::vg_manager_daemonset(cluster, world)]),
         Kind::VolumeGroup => json(desired::volume_groups::volume_groups(cluster, world)),

@@ -18,8 +18,8 @@ use tracing::info;
 
 use super::objects::{delete_object, seen_finalizers};
 use crate::api::{
-    CONDITION_RESOURCES_AVAILABLE, LVMCLUSTER_FINALIZER, LVMCluster, LVMStateType,
-    NODE_CLEANUP_FINALIZER_PREFIX,
+    CONDITION_RESOURCES_AVAILABLE, LOGICAL_VOLUME_FINALIZER, LVMCLUSTER_FINALIZER, LVMCluster,
+    LVMStateType, LogicalVolume, NODE_CLEANUP_FINALIZER_PREFIX,
 };
 use crate::kube::apply;
 use crate::kube::kinds::Kind;
@@ -220,6 +220,34 @@ impl LifecycleUnit {
                 .run(spec, || {
                     apply::edit_finalizers(client, Kind::VolumeGroup, &ns, &name, |f| {
                         f.retain(|x| !stale.contains(x))
+                    })
+                })
+                .await?;
+        }
+        // LVMS: `topolvm.io/logicalvolume` on LogicalVolumes of nodes that are gone (no
+        // vg-manager there will ever remove it, and DeleteVolume would wait forever).
+        let volumes = Api::<LogicalVolume>::all(self.ctx.client.clone())
+            .list(&ListParams::default())
+            .await
+            .map_err(|e| apply::unit_error("list LogicalVolumes", e))?;
+        for lv in volumes.items {
+            let held = lv
+                .metadata
+                .finalizers
+                .iter()
+                .flatten()
+                .any(|f| f == LOGICAL_VOLUME_FINALIZER);
+            if !held || nodes.contains(&lv.spec.node_name) {
+                continue;
+            }
+            let name = lv.metadata.name.clone().unwrap_or_default();
+            let spec = StepSpec::new(object_ref(&lv), ObjectAction::RemoveFinalizer)
+                .args(vec![LOGICAL_VOLUME_FINALIZER.into()]);
+            let client = &self.ctx.client;
+            steps
+                .run(spec, || {
+                    apply::edit_finalizers(client, Kind::LogicalVolume, "", &name, |f| {
+                        f.retain(|x| x != LOGICAL_VOLUME_FINALIZER)
                     })
                 })
                 .await?;

@@ -5,8 +5,11 @@ pub mod desired_values;
 pub mod events;
 pub mod lifecycle;
 pub mod objects;
+pub mod persistent_volume_claims;
+pub mod persistent_volumes;
 pub mod status_projector;
 pub mod table;
+pub mod topolvm_nodes;
 
 use crate::kube::caches::Change;
 use crate::kube::discovery::Capabilities;

@@ -101,7 +101,12 @@ impl StatusUnit {
         Ok(proj
             .units
             .iter()
-            .filter(|(name, _)| name.as_str() != UNIT)
+            // The status's own passes, and the volume helpers (users' volumes are not the
+            // cluster's resources), are not in ResourcesAvailable.
+            .filter(|(name, _)| {
+                name.as_str() != UNIT
+                    && !super::table::UnitId::from_name(name).is_some_and(|u| u.volume_helper())
+            })
             .map(|(name, s)| {
                 (
                     name.clone(),

@@ -21,6 +21,12 @@ pub enum UnitId {
     CsiNodes,
     /// The status projector.
     Status,
+    /// LVMS's PV helper (claim reference removed, hostname label).
+    PersistentVolumes,
+    /// LVMS's PVC helper (NotEnoughCapacity).
+    PersistentVolumeClaims,
+    /// TopoLVM's Node finalizer (a deleted Node's claims and LogicalVolumes).
+    TopolvmNodes,
 }
 
 /// The optional API a unit needs; without it the unit does not run.
@@ -59,7 +65,7 @@ pub const TEARDOWN: [Kind; 7] = {
 };
 
 impl UnitId {
-    pub const ALL: [UnitId; 10] = [
+    pub const ALL: [UnitId; 13] = [
         UnitId::Lifecycle,
         UnitId::CsiDriver,
         UnitId::VgManager,
@@ -70,6 +76,9 @@ impl UnitId {
         UnitId::SnapshotClasses,
         UnitId::CsiNodes,
         UnitId::Status,
+        UnitId::PersistentVolumes,
+        UnitId::PersistentVolumeClaims,
+        UnitId::TopolvmNodes,
     ];
 
     /// LVMS's `GetName()` (journal, Events, logs, metrics); lvms's own for lifecycle/status.
@@ -85,6 +94,9 @@ impl UnitId {
             UnitId::SnapshotClasses => "topolvm-volumeSnapshotClass",
             UnitId::CsiNodes => "topolvm-csi-node-registrations",
             UnitId::Status => "status",
+            UnitId::PersistentVolumes => "persistent-volume",
+            UnitId::PersistentVolumeClaims => "persistent-volume-claim",
+            UnitId::TopolvmNodes => "topolvm-node",
         }
     }
 
@@ -102,7 +114,12 @@ impl UnitId {
             UnitId::StorageClasses => Some(Kind::StorageClass),
             UnitId::Scc => Some(Kind::Scc),
             UnitId::SnapshotClasses => Some(Kind::SnapshotClass),
-            UnitId::Lifecycle | UnitId::CsiNodes | UnitId::Status => None,
+            UnitId::Lifecycle
+            | UnitId::CsiNodes
+            | UnitId::Status
+            | UnitId::PersistentVolumes
+            | UnitId::PersistentVolumeClaims
+            | UnitId::TopolvmNodes => None,
         }
     }
 
@@ -122,6 +139,10 @@ impl UnitId {
             UnitId::SnapshotClasses => Some(&[SnapshotClass]),
             UnitId::CsiNodes => Some(&[CsiNode, Node]),
             UnitId::Status => Some(&[NodeStatus, Node]),
+            UnitId::PersistentVolumes => Some(&[PersistentVolume]),
+            // Capacity annotations move on Nodes.
+            UnitId::PersistentVolumeClaims => Some(&[PersistentVolumeClaim, Node]),
+            UnitId::TopolvmNodes => Some(&[Node]),
         }
     }
 
@@ -136,7 +157,16 @@ impl UnitId {
     /// Whether ResourcesAvailable waits for this unit's first successful pass (LVMS's
     /// resource units; lifecycle and status are the operator's own machinery).
     pub const fn expected(self) -> bool {
-        !matches!(self, UnitId::Lifecycle | UnitId::Status)
+        !matches!(self, UnitId::Lifecycle | UnitId::Status) && !self.volume_helper()
+    }
+
+    /// The helpers for users' volumes (LVMS's PV/PVC controllers, TopoLVM's Node finalizer):
+    /// they run whether or not an LVMCluster exists, and their health is not the cluster's.
+    pub const fn volume_helper(self) -> bool {
+        matches!(
+            self,
+            UnitId::PersistentVolumes | UnitId::PersistentVolumeClaims | UnitId::TopolvmNodes
+        )
     }
 
     pub fn runs_with(self, c: &Capabilities) -> bool {
@@ -208,8 +238,8 @@ mod tests {
             scc: true,
             snapshots: true,
         };
-        assert_eq!(units(&none).count(), 8);
-        assert_eq!(units(&all).count(), 10);
+        assert_eq!(units(&none).count(), 11);
+        assert_eq!(units(&all).count(), 13);
         assert!(!units(&none).any(|u| u == UnitId::Scc || u == UnitId::SnapshotClasses));
     }
 

@@ -1,0 +1,53 @@
+//! The steps the volume helpers journal.
+
+use lvms_journal::Action;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VolumeHelperAction {
+    /// No write: a Warning `ClaimReferenceRemoved` on a PV (the Event is the effect).
+    ReportClaimReferenceRemoved,
+    /// No write: a Warning `NotEnoughCapacity` on a Pending claim. Args: the message.
+    ReportNotEnoughCapacity,
+    /// Label a PV `kubernetes.io/hostname=<node>`. Args: the node.
+    LabelHostname,
+    /// Delete a claim whose node is being deleted (TopoLVM's Node finalizer).
+    DeleteClaim,
+    /// Strip `topolvm.io/logicalvolume` from a deleted Node's LogicalVolume and delete it.
+    ReleaseLogicalVolume,
+    /// Remove `topolvm.io/node` from a Node once its volumes are cleaned up.
+    RemoveNodeFinalizer,
+}
+
+impl Action for VolumeHelperAction {
+    const ALL: &'static [Self] = &[
+        Self::ReportClaimReferenceRemoved,
+        Self::ReportNotEnoughCapacity,
+        Self::LabelHostname,
+        Self::DeleteClaim,
+        Self::ReleaseLogicalVolume,
+        Self::RemoveNodeFinalizer,
+    ];
+
+    fn name(self) -> &'static str {
+        match self {
+            Self::ReportClaimReferenceRemoved => "report-claim-reference-removed",
+            Self::ReportNotEnoughCapacity => "report-not-enough-capacity",
+            Self::LabelHostname => "label-hostname",
+            Self::DeleteClaim => "delete-claim",
+            Self::ReleaseLogicalVolume => "release-logical-volume",
+            Self::RemoveNodeFinalizer => "remove-node-finalizer",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_action_parses_back_from_its_stored_name() {
+        for a in VolumeHelperAction::ALL {
+            assert_eq!(VolumeHelperAction::parse(a.name()), Some(*a));
+        }
+    }
+}

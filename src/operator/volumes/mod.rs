@@ -1,0 +1,19 @@
+//! The operator's helpers for the volumes users own, as LVMS and TopoLVM run them next to the
+//! CSI controller: LVMS's PV helper (`ClaimReferenceRemoved`, the hostname label), its PVC
+//! helper (`NotEnoughCapacity`), and TopoLVM's Node finalizer (a deleted Node's claims and
+//! LogicalVolumes cleaned up). Pure decisions here; the units in `operator::units` journal
+//! and apply them.
+
+pub mod actions;
+pub mod claims;
+pub mod node_cleanup;
+pub mod persistent_volumes;
+
+/// LVMS's StorageClass prefix: `lvms-<device class>`.
+pub const STORAGE_CLASS_PREFIX: &str = "lvms-";
+
+/// The scheduler's choice for a WaitForFirstConsumer claim (TopoLVM's `AnnSelectedNode`).
+pub const SELECTED_NODE_ANNOTATION: &str = "volume.kubernetes.io/selected-node";
+
+/// The label LVMS copies the volume's node into, for tools that select PVs by host.
+pub const HOSTNAME_LABEL: &str = "kubernetes.io/hostname";

@@ -1,0 +1,142 @@
+//! The VolumeSnapshot API of external-snapshotter (its CRDs, built with the CSI peers) and its
+//! controllers as processes: snapshot-controller, and csi-snapshotter and csi-provisioner on an
+//! operator's CSI socket, as they run in a cluster and in the operator's Deployment.
+
+use std::path::Path;
+use std::time::Duration;
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, DeleteParams};
+use lvms::dev::csi_peers::{Sidecar, snapshot_crds_dir};
+use serde_json::{Value, json};
+
+use crate::eventually;
+
+const SNAPSHOT_CRDS: [&str; 3] = [
+    "snapshot.storage.k8s.io_volumesnapshotclasses.yaml",
+    "snapshot.storage.k8s.io_volumesnapshotcontents.yaml",
+    "snapshot.storage.k8s.io_volumesnapshots.yaml",
+];
+
+/// Installs the three `snapshot.storage.k8s.io` CRDs and waits until VolumeSnapshots are
+/// served. Panics with the fix when they were never built.
+pub async fn install_api(client: &kube::Client) {
+    let mut objects = Vec::new();
+    for f in SNAPSHOT_CRDS {
+        let path = snapshot_crds_dir().join(f);
+        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+            panic!(
+                "{}: {e}; run deploy/dev/build-test-bins.sh (it fetches external-snapshotter's CRDs)",
+                path.display()
+            )
+        });
+        objects.extend(lvms::dev::deploy::parse_stream(&text).expect("CRD YAML"));
+    }
+    lvms::dev::deploy::apply_all(client, &objects)
+        .await
+        .expect("snapshot CRDs");
+    let served = eventually(Duration::from_secs(60), || async {
+        let api = api(client, "volumesnapshots", "VolumeSnapshot", Some("default"));
+        api.list(&Default::default()).await.ok().map(|_| ())
+    })
+    .await;
+    assert!(served.is_some(), "VolumeSnapshots never served");
+}
+
+/// Removes the CRDs again (with every snapshot object): the next scenario on this control
+/// plane finds the API as it was.
+pub async fn remove_api(client: &kube::Client) {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for name in [
+        "volumesnapshots",
+        "volumesnapshotcontents",
+        "volumesnapshotclasses",
+    ] {
+        let _ = crds
+            .delete(
+                &format!("{name}.snapshot.storage.k8s.io"),
+                &DeleteParams::default(),
+            )
+            .await;
+    }
+}
+
+/// A dynamic API of `snapshot.storage.k8s.io/v1` `kind` (`plural`), namespaced or not.
+pub fn api(
+    client: &kube::Client,
+    plural: &str,
+    kind: &str,
+    namespace: Option<&str>,
+) -> Api<kube::api::DynamicObject> {
+    let ar = kube::api::ApiResource::from_gvk_with_plural(
+        &kube::api::GroupVersionKind::gvk("snapshot.storage.k8s.io", "v1", kind),
+        plural,
+    );
+    match namespace {
+        Some(ns) => Api::namespaced_with(client.clone(), ns, &ar),
+        None => Api::all_with(client.clone(), &ar),
+    }
+}
+
+/// A VolumeSnapshotClass of TopoLVM's driver.
+pub fn class(name: &str) -> Value {
+    json!({
+        "apiVersion": "snapshot.storage.k8s.io/v1", "kind": "VolumeSnapshotClass",
+        "metadata": {"name": name},
+        "driver": "topolvm.io", "deletionPolicy": "Delete",
+    })
+}
+
+/// A VolumeSnapshot of claim `pvc` in `class`.
+pub fn snapshot(name: &str, class: &str, pvc: &str) -> Value {
+    json!({
+        "apiVersion": "snapshot.storage.k8s.io/v1", "kind": "VolumeSnapshot",
+        "metadata": {"name": name},
+        "spec": {"volumeSnapshotClassName": class,
+                 "source": {"persistentVolumeClaimName": pvc}},
+    })
+}
+
+/// The upstream controllers a claim, a snapshot, a restore and a clone go through: the
+/// snapshot-controller (cluster-wide), and csi-provisioner and csi-snapshotter on `socket`.
+/// `timeout` is each sidecar's RPC deadline. Logs under `dir`.
+pub fn controllers(socket: &Path, kubeconfig: &Path, dir: &Path, timeout: &str) -> Vec<Sidecar> {
+    let csi = format!("--csi-address={}", socket.display());
+    let timeout = format!("--timeout={timeout}");
+    let start = |name: &str, args: Vec<String>| {
+        Sidecar::start(
+            name,
+            &args,
+            &[],
+            kubeconfig,
+            &dir.join(format!("{name}.log")),
+        )
+        .unwrap_or_else(|e| panic!("{e}"))
+    };
+    let s = |v: &[&str]| v.iter().map(|a| a.to_string()).collect::<Vec<_>>();
+    vec![
+        start("snapshot-controller", s(&["--leader-election=false"])),
+        start(
+            "csi-snapshotter",
+            [
+                s(&["--leader-election=false", "--extra-create-metadata"]),
+                vec![csi.clone(), timeout.clone()],
+            ]
+            .concat(),
+        ),
+        start(
+            "csi-provisioner",
+            [
+                s(&[
+                    "--feature-gates=Topology=true",
+                    "--extra-create-metadata",
+                    "--leader-election=false",
+                    "--retry-interval-start=500ms",
+                    "--retry-interval-max=5s",
+                ]),
+                vec![csi, timeout],
+            ]
+            .concat(),
+        ),
+    ]
+}

@@ -1,0 +1,240 @@
+//! The operator's helpers for users' volumes, against the real csi-provisioner and API server:
+//! LVMS's PVC helper (`NotEnoughCapacity` on a claim no node can hold), its PV helper (the
+//! hostname label; `ClaimReferenceRemoved` once the claim reference is cut), and TopoLVM's
+//! Node finalizer (a deleted Node's claims and LogicalVolumes cleaned up before it goes).
+//! Each Event exactly once, to the object it is about.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim};
+use k8s_openapi::api::events::v1::Event;
+use kube::Api;
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use lvms_testkit::eventually;
+use serde_json::json;
+
+use crate::common::{NODE, ThickNode};
+
+const SLOW: Duration = Duration::from_secs(90);
+
+fn claim(name: &str, class: &str, size: &str) -> PersistentVolumeClaim {
+    lvms_testkit::fixtures::csi::claim(name, &format!("lvms-{class}"), size, NODE, None)
+}
+
+/// Events in `ns` with this reason about the object named `name`.
+async fn events(client: &kube::Client, ns: &str, reason: &str, name: &str) -> Vec<Event> {
+    Api::<Event>::namespaced(client.clone(), ns)
+        .list(&ListParams::default())
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some(reason))
+        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
+        .collect()
+}
+
+async fn one_event(client: &kube::Client, ns: &str, reason: &str, name: &str) -> Event {
+    let got = eventually(SLOW, || async {
+        events(client, ns, reason, name).await.into_iter().next()
+    })
+    .await;
+    got.unwrap_or_else(|| panic!("no {reason} Event about {name} in {ns}"))
+}
+
+fn bound_volume(c: &PersistentVolumeClaim) -> Option<String> {
+    (c.status.as_ref()?.phase.as_deref() == Some("Bound"))
+        .then(|| c.spec.as_ref()?.volume_name.clone())
+        .flatten()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claims_pvs_and_a_deleted_node_are_looked_after_as_lvms_and_topolvm_do() {
+    let n = ThickNode::start_with("csi-helpers", &[], 400, json!({"fstype": "ext4"})).await;
+    let provisioner = n.sidecar_env(
+        "csi-provisioner",
+        &[
+            "--feature-gates=Topology=true",
+            "--extra-create-metadata",
+            "--leader-election=false",
+            "--timeout=30s",
+            "--retry-interval-start=500ms",
+            "--retry-interval-max=5s",
+        ],
+        &[("NAMESPACE", n.s.ns.name.as_str())],
+    );
+    let client = n.s.client.clone();
+    let ns = n.s.ns.name.clone();
+    let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), &ns);
+    let pvs: Api<PersistentVolume> = Api::all(client.clone());
+
+    // vg-manager puts TopoLVM's finalizer on its Node with the capacity annotations.
+    let node = Api::<Node>::all(client.clone())
+        .get(NODE)
+        .await
+        .expect("node");
+    assert!(
+        node.metadata
+            .finalizers
+            .iter()
+            .flatten()
+            .any(|f| f == "topolvm.io/node"),
+        "no topolvm.io/node finalizer on {NODE}: {:?}",
+        node.metadata.finalizers
+    );
+
+    // A claim no node can hold: Pending, and LVMS's Warning with what each node has.
+    pvcs.create(&PostParams::default(), &claim("huge", &n.class, "10Gi"))
+        .await
+        .expect("claim");
+    let warned = one_event(&client, &ns, "NotEnoughCapacity", "huge").await;
+    let note = warned.note.clone().unwrap_or_default();
+    assert!(
+        note.starts_with("Requested storage (10Gi) is greater than available capacity on any node (node node-a has ")
+            && note.ends_with("free storage)."),
+        "{note}"
+    );
+    assert_eq!(warned.type_.as_deref(), Some("Warning"));
+
+    // A claim that fits binds; its PV gets the hostname label from its topology.
+    pvcs.create(&PostParams::default(), &claim("data", &n.class, "20Mi"))
+        .await
+        .expect("claim");
+    let pv_name = eventually(SLOW, || async {
+        bound_volume(&pvcs.get("data").await.ok()?)
+    })
+    .await
+    .unwrap_or_else(|| {
+        panic!(
+            "data never Bound; provisioner log:\n{}",
+            provisioner.log_text()
+        )
+    });
+    let labelled = eventually(SLOW, || async {
+        let pv = pvs.get(&pv_name).await.ok()?;
+        (pv.metadata.labels?.get("kubernetes.io/hostname")? == NODE).then_some(())
+    })
+    .await;
+    assert!(
+        labelled.is_some(),
+        "PV {pv_name} never got kubernetes.io/hostname={NODE}"
+    );
+
+    // Cut the claim reference: the PV is no longer managed; LVMS's Warning, in `default`.
+    pvs.patch(
+        &pv_name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"claimRef": null}})),
+    )
+    .await
+    .expect("claimRef removed");
+    let cut = one_event(&client, "default", "ClaimReferenceRemoved", &pv_name).await;
+    assert_eq!(
+        cut.note.as_deref(),
+        Some(
+            "Claim reference has been removed. This PV is no longer dynamically managed by LVM Storage and will need to be cleaned up manually."
+        )
+    );
+    assert_eq!(
+        cut.regarding.as_ref().and_then(|r| r.kind.as_deref()),
+        Some("PersistentVolume")
+    );
+
+    // A third claim binds (its LogicalVolume is on node-a), then node-a is deleted.
+    pvcs.create(&PostParams::default(), &claim("keep", &n.class, "20Mi"))
+        .await
+        .expect("claim");
+    eventually(SLOW, || async {
+        bound_volume(&pvcs.get("keep").await.ok()?)
+    })
+    .await
+    .expect("keep Bound");
+    // Both Warnings were still published once, after all the passes since (the PVC helper
+    // looks again every 15 s).
+    tokio::time::sleep(Duration::from_secs(16)).await;
+    for (ns, reason, name) in [
+        (ns.as_str(), "NotEnoughCapacity", "huge"),
+        ("default", "ClaimReferenceRemoved", pv_name.as_str()),
+    ] {
+        let all = events(&client, ns, reason, name).await;
+        assert_eq!(all.len(), 1, "{reason} about {name}: {all:?}");
+        assert_eq!(lvms_testkit::events::series_count(&all[0]), 1, "{all:?}");
+    }
+
+    Api::<Node>::all(client.clone())
+        .delete(NODE, &DeleteParams::default())
+        .await
+        .expect("delete node-a");
+    let gone = eventually(SLOW, || async {
+        Api::<Node>::all(client.clone())
+            .get_opt(NODE)
+            .await
+            .ok()?
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    assert!(
+        gone.is_some(),
+        "node-a stayed (finalizer never removed); operator log:\n{}",
+        n.op.log_text()
+    );
+    // Its claims were deleted (no pod uses them: pvc-protection lets them go). `huge` is not
+    // one of them: csi-provisioner dropped its selected node when the node refused it.
+    let claims_gone = eventually(SLOW, || async {
+        let left: Vec<String> = pvcs
+            .list(&ListParams::default())
+            .await
+            .ok()?
+            .items
+            .into_iter()
+            .filter_map(|c| c.metadata.name)
+            .collect();
+        (left == ["huge"]).then_some(())
+    })
+    .await;
+    assert!(
+        claims_gone.is_some(),
+        "claims of node-a stayed: {:?}",
+        pvcs.list(&ListParams::default()).await.map(|l| l
+            .items
+            .into_iter()
+            .map(|c| c.metadata.name)
+            .collect::<Vec<_>>())
+    );
+    // ... and no LogicalVolume of node-a is left holding a finalizer nobody will remove.
+    let lvs_gone = eventually(SLOW, || async {
+        let left = n
+            .logical_volumes()
+            .list(&ListParams::default())
+            .await
+            .ok()?
+            .items;
+        left.iter()
+            .all(|lv| lv.spec.node_name != NODE)
+            .then_some(())
+    })
+    .await;
+    assert!(lvs_gone.is_some(), "LogicalVolumes of node-a stayed");
+
+    // The journal tells it: one finalizer removal for node-a, nothing left open.
+    let j = lvms_testkit::journal::settled(&n.s.operator_journal(), SLOW);
+    let recs: Vec<_> = j.iter().collect::<Result<_, _>>().expect("journal");
+    let effects = lvms_testkit::journal::effects(&recs, "topolvm-node");
+    assert_eq!(
+        effects.get("remove-node-finalizer").map(|e| e.took),
+        Some(1),
+        "{effects:?}"
+    );
+    assert!(
+        effects.get("release-logical-volume").map(|e| e.took) >= Some(1),
+        "{effects:?}"
+    );
+    for (unit, action) in [
+        ("persistent-volume-claim", "report-not-enough-capacity"),
+        ("persistent-volume", "report-claim-reference-removed"),
+    ] {
+        let e = lvms_testkit::journal::effects(&recs, unit);
+        assert_eq!(e.get(action).map(|e| e.took), Some(1), "{unit}: {e:?}");
+    }
+}
