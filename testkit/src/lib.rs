@@ -10,7 +10,8 @@
 //! - [`fixtures`]: builders for the objects tests and benches create;
 //! - [`snapshots`]: the VolumeSnapshot API and the upstream snapshot/provisioning controllers;
 //! - [`wait`], [`events`], [`journal`]: polling, Event and journal assertions;
-//! - [`process`]: the `lvms` binary and log tails; [`bench`]: the `cargo bench` entry and knobs.
+//! - [`process`]: the `lvms` binary and log tails; [`rng`]: seeded randomness for soaks;
+//!   [`bench`]: the `cargo bench` entry and knobs.
 // Test code: a panic is a failed test, and its output is the report.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
@@ -24,6 +25,7 @@ pub mod guest;
 pub mod journal;
 pub mod kubelet;
 pub mod process;
+pub mod rng;
 pub mod scenario;
 pub mod snapshots;
 pub mod wait;

@@ -173,3 +173,68 @@ impl ThickNode {
 pub fn create_request(name: &str, bytes: u64, class: &str) -> CreateVolumeRequest {
     lvms_testkit::fixtures::csi::create_volume(name, NODE, class, bytes)
 }
+
+/// The sidecars' retry: the same call again until it succeeds (each try 3 s).
+pub async fn until_ok<T, F, Fut>(what: &str, mut call: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<tonic::Response<T>, tonic::Status>>,
+{
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(90);
+    loop {
+        match call().await {
+            Ok(r) => return r.into_inner(),
+            Err(e) if tokio::time::Instant::now() < deadline => {
+                tracing::debug!(%what, error = %e, "retrying");
+                tokio::time::sleep(Duration::from_millis(300)).await;
+            }
+            Err(e) => panic!("{what} never succeeded: {e}"),
+        }
+    }
+}
+
+pub fn timed<T>(msg: T) -> tonic::Request<T> {
+    let mut r = tonic::Request::new(msg);
+    r.set_timeout(Duration::from_secs(3));
+    r
+}
+
+/// CreateVolume, retried until it succeeds (as csi-provisioner does): the volume id.
+pub async fn create_until_ok(ctl: ControllerClient<Channel>, req: CreateVolumeRequest) -> String {
+    let v = until_ok("CreateVolume", || {
+        let (mut c, r) = (ctl.clone(), req.clone());
+        async move { c.create_volume(timed(r)).await }
+    })
+    .await;
+    v.volume.expect("a volume").volume_id
+}
+
+/// ControllerExpandVolume to `bytes`, retried until it succeeds (as csi-resizer does).
+pub async fn expand_until_ok(ctl: ControllerClient<Channel>, volume_id: String, bytes: u64) {
+    let req = lvms::csi::proto::ControllerExpandVolumeRequest {
+        volume_id,
+        capacity_range: Some(lvms::csi::proto::CapacityRange {
+            required_bytes: i64::try_from(bytes).unwrap_or(i64::MAX),
+            limit_bytes: 0,
+        }),
+        ..Default::default()
+    };
+    until_ok("ControllerExpandVolume", || {
+        let (mut c, r) = (ctl.clone(), req.clone());
+        async move { c.controller_expand_volume(timed(r)).await }
+    })
+    .await;
+}
+
+/// DeleteVolume, retried until it succeeds (as csi-provisioner does).
+pub async fn delete_until_ok(ctl: ControllerClient<Channel>, volume_id: String) {
+    let req = lvms::csi::proto::DeleteVolumeRequest {
+        volume_id,
+        ..Default::default()
+    };
+    until_ok("DeleteVolume", || {
+        let (mut c, r) = (ctl.clone(), req.clone());
+        async move { c.delete_volume(timed(r)).await }
+    })
+    .await;
+}

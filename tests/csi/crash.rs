@@ -5,37 +5,13 @@
 use std::time::Duration;
 
 use lvms::csi::proto::controller_client::ControllerClient;
-use lvms::csi::proto::{CapacityRange, ControllerExpandVolumeRequest, DeleteVolumeRequest};
 use lvms::dev::operator::OperatorProcess;
 use lvms_journal::{Body, Journal};
 use tonic::transport::Channel;
 
-use crate::common::{MIB, NODE, ThickNode, create_request};
-
-/// The sidecars' retry: the same call again until it succeeds (each try 3 s).
-async fn until_ok<T, F, Fut>(what: &str, mut call: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<tonic::Response<T>, tonic::Status>>,
-{
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(90);
-    loop {
-        match call().await {
-            Ok(r) => return r.into_inner(),
-            Err(e) if tokio::time::Instant::now() < deadline => {
-                tracing::debug!(%what, error = %e, "retrying");
-                tokio::time::sleep(Duration::from_millis(300)).await;
-            }
-            Err(e) => panic!("{what} never succeeded: {e}"),
-        }
-    }
-}
-
-fn timed<T>(msg: T) -> tonic::Request<T> {
-    let mut r = tonic::Request::new(msg);
-    r.set_timeout(Duration::from_secs(3));
-    r
-}
+use crate::common::{
+    MIB, NODE, ThickNode, create_request, create_until_ok, delete_until_ok, expand_until_ok,
+};
 
 /// Run `op` with vg-manager set to die at `point`; once it has died, restart it clean and let
 /// `op` finish.
@@ -79,12 +55,7 @@ async fn vg_manager_killed_at_each_fault_point_loses_and_repeats_nothing() {
         );
         let out = id.clone();
         killed_at(&mut n, point, move |ctl| async move {
-            let v = until_ok("CreateVolume", || {
-                let (mut c, r) = (ctl.clone(), req.clone());
-                async move { c.create_volume(timed(r)).await }
-            })
-            .await;
-            *out.lock().unwrap() = v.volume.expect("volume").volume_id;
+            *out.lock().unwrap() = create_until_ok(ctl, req).await;
         })
         .await;
         let id = id.lock().unwrap().clone();
@@ -102,22 +73,7 @@ async fn vg_manager_killed_at_each_fault_point_loses_and_repeats_nothing() {
     ];
     for (point, id) in grow_points.iter().zip(&ids) {
         let id = id.clone();
-        killed_at(&mut n, point, move |ctl| async move {
-            let req = ControllerExpandVolumeRequest {
-                volume_id: id,
-                capacity_range: Some(CapacityRange {
-                    required_bytes: (48 * MIB) as i64,
-                    limit_bytes: 0,
-                }),
-                ..Default::default()
-            };
-            until_ok("ControllerExpandVolume", || {
-                let (mut c, r) = (ctl.clone(), req.clone());
-                async move { c.controller_expand_volume(timed(r)).await }
-            })
-            .await;
-        })
-        .await;
+        killed_at(&mut n, point, move |ctl| expand_until_ok(ctl, id, 48 * MIB)).await;
     }
     for id in &ids[..2] {
         assert_eq!(n.lvs().get(id), Some(&(48 * MIB)));
@@ -129,18 +85,7 @@ async fn vg_manager_killed_at_each_fault_point_loses_and_repeats_nothing() {
     ];
     for (point, id) in delete_points.iter().zip(&ids) {
         let id = id.clone();
-        killed_at(&mut n, point, move |ctl| async move {
-            let req = DeleteVolumeRequest {
-                volume_id: id,
-                ..Default::default()
-            };
-            until_ok("DeleteVolume", || {
-                let (mut c, r) = (ctl.clone(), req.clone());
-                async move { c.delete_volume(timed(r)).await }
-            })
-            .await;
-        })
-        .await;
+        killed_at(&mut n, point, move |ctl| delete_until_ok(ctl, id)).await;
     }
     // Exactly the volumes not deleted are on disk: no orphan, no duplicate.
     let mut left: Vec<String> = n.lvs().into_keys().collect();
@@ -216,36 +161,11 @@ async fn operator_killed_at_each_controller_fault_point_loses_and_repeats_nothin
             tokio::spawn(async move {
                 if point.contains("create") {
                     let req = create_request(&format!("pvc-op-{i}"), 32 * MIB, &class);
-                    let v = until_ok("CreateVolume", || {
-                        let (mut c, r) = (ctl.clone(), req.clone());
-                        async move { c.create_volume(timed(r)).await }
-                    })
-                    .await;
-                    *out.lock().unwrap() = v.volume.expect("volume").volume_id;
+                    *out.lock().unwrap() = create_until_ok(ctl, req).await;
                 } else if point.contains("resize") {
-                    let req = ControllerExpandVolumeRequest {
-                        volume_id: ids[i - 2].clone(),
-                        capacity_range: Some(CapacityRange {
-                            required_bytes: (48 * MIB) as i64,
-                            limit_bytes: 0,
-                        }),
-                        ..Default::default()
-                    };
-                    until_ok("ControllerExpandVolume", || {
-                        let (mut c, r) = (ctl.clone(), req.clone());
-                        async move { c.controller_expand_volume(timed(r)).await }
-                    })
-                    .await;
+                    expand_until_ok(ctl, ids[i - 2].clone(), 48 * MIB).await;
                 } else {
-                    let req = DeleteVolumeRequest {
-                        volume_id: ids[i - 4].clone(),
-                        ..Default::default()
-                    };
-                    until_ok("DeleteVolume", || {
-                        let (mut c, r) = (ctl.clone(), req.clone());
-                        async move { c.delete_volume(timed(r)).await }
-                    })
-                    .await;
+                    delete_until_ok(ctl, ids[i - 4].clone()).await;
                 }
             })
         };

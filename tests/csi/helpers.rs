@@ -238,3 +238,129 @@ async fn claims_pvs_and_a_deleted_node_are_looked_after_as_lvms_and_topolvm_do()
         assert_eq!(e.get(action).map(|e| e.took), Some(1), "{unit}: {e:?}");
     }
 }
+
+/// Restart the operator (same socket and journal) with `env`.
+fn restart(n: &mut ThickNode, socket: &str, env: &[(&str, &str)]) {
+    n.op.kill();
+    n.op = n.s.operator(env, &["--csi-socket", socket]);
+}
+
+/// Wait until the operator SIGKILLed itself at `point`.
+fn died_at(n: &mut ThickNode, point: &str) {
+    let status =
+        n.op.wait_exit(Duration::from_secs(60))
+            .unwrap_or_else(|| panic!("the operator did not reach {point}:\n{}", n.op.log_text()));
+    assert!(
+        lvms::dev::operator::OperatorProcess::killed_by_sigkill(&status),
+        "{point}: {status:?}"
+    );
+}
+
+/// The operator SIGKILLed at each fault point of the helpers' steps: every NotEnoughCapacity
+/// Warning is still published exactly once, and a deleted Node's cleanup, interrupted at each
+/// of its steps, still finishes with nothing left open.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn operator_killed_at_each_helper_fault_point_reports_once_and_still_finishes_a_node() {
+    let mut n =
+        ThickNode::start_with("csi-helpers-crash", &[], 400, json!({"fstype": "ext4"})).await;
+    let client = n.s.client.clone();
+    let ns = n.s.ns.name.clone();
+    let socket = std::env::temp_dir().join(format!("lvms-csi-help-{}.sock", std::process::id()));
+    let socket = socket.display().to_string();
+    let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), &ns);
+
+    // A claim no node can hold per life; the operator dies around its report.
+    let points = [
+        "intent-durable:persistent-volume-claim#report-not-enough-capacity",
+        "applied:persistent-volume-claim#report-not-enough-capacity",
+        "step-outcome:persistent-volume-claim#report-not-enough-capacity",
+        "event-written:event-publisher",
+    ];
+    for (i, point) in points.iter().enumerate() {
+        restart(&mut n, &socket, &[("LVMS_CRASH_AT", point)]);
+        pvcs.create(
+            &PostParams::default(),
+            &claim(&format!("huge-{i}"), &n.class, "10Gi"),
+        )
+        .await
+        .expect("claim");
+        died_at(&mut n, point);
+    }
+    restart(&mut n, &socket, &[]);
+    for i in 0..points.len() {
+        let name = format!("huge-{i}");
+        one_event(&client, &ns, "NotEnoughCapacity", &name).await;
+    }
+    // Past a recheck (15 s), each still has one Event, never repeated.
+    tokio::time::sleep(Duration::from_secs(16)).await;
+    for i in 0..points.len() {
+        let name = format!("huge-{i}");
+        let all = events(&client, &ns, "NotEnoughCapacity", &name).await;
+        assert_eq!(all.len(), 1, "{name}: {all:?}");
+        assert_eq!(
+            lvms_testkit::events::series_count(&all[0]),
+            1,
+            "{name}: {all:?}"
+        );
+    }
+
+    // node-a with two volumes and a claim on it, deleted; the operator dies at one step of the
+    // cleanup per life, each next life replays it and goes on to the next.
+    let mut ctl = n.controller().await;
+    for v in ["pvc-h1", "pvc-h2"] {
+        ctl.create_volume(crate::common::create_request(v, 32 << 20, &n.class))
+            .await
+            .expect("CreateVolume");
+    }
+    let on_a = claim("on-a", &n.class, "32Mi");
+    pvcs.create(&PostParams::default(), &on_a)
+        .await
+        .expect("claim");
+    let chain = [
+        "intent-durable:topolvm-node#delete-claim",
+        "applied:topolvm-node#release-logical-volume",
+        "intent-durable:topolvm-node#release-logical-volume",
+        "applied:topolvm-node#remove-node-finalizer",
+    ];
+    restart(&mut n, &socket, &[("LVMS_CRASH_AT", chain[0])]);
+    Api::<Node>::all(client.clone())
+        .delete(NODE, &DeleteParams::default())
+        .await
+        .expect("delete node-a");
+    for (i, point) in chain.iter().enumerate() {
+        died_at(&mut n, point);
+        let next: Vec<(&str, &str)> = chain
+            .get(i + 1)
+            .map(|p| vec![("LVMS_CRASH_AT", *p)])
+            .unwrap_or_default();
+        restart(&mut n, &socket, &next);
+    }
+    let gone = eventually(SLOW, || async {
+        let node = Api::<Node>::all(client.clone()).get_opt(NODE).await.ok()?;
+        let claim = pvcs.get_opt("on-a").await.ok()?;
+        let lvs = n
+            .logical_volumes()
+            .list(&ListParams::default())
+            .await
+            .ok()?
+            .items;
+        (node.is_none() && claim.is_none() && lvs.iter().all(|l| l.spec.node_name != NODE))
+            .then_some(())
+    })
+    .await;
+    assert!(
+        gone.is_some(),
+        "node-a's cleanup never finished:\n{}",
+        n.op.log_text()
+    );
+    let j = lvms_testkit::journal::settled(&n.s.operator_journal(), SLOW);
+    let recs: Vec<_> = j.iter().collect::<Result<_, _>>().expect("journal");
+    let effects = lvms_testkit::journal::effects(&recs, "topolvm-node");
+    for action in [
+        "delete-claim",
+        "release-logical-volume",
+        "remove-node-finalizer",
+    ] {
+        assert!(effects.contains_key(action), "{action}: {effects:?}");
+    }
+}

@@ -11,3 +11,4 @@ mod helpers;
 mod provisioning;
 mod pvc;
 mod sanity;
+mod soak;

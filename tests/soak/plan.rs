@@ -154,7 +154,7 @@ impl CyclePlan {
         CyclePlan {
             kills,
             fault,
-            edit_value: format!("e{:08x}", rng.next() as u32),
+            edit_value: format!("e{:08x}", rng.next_u64() as u32),
         }
     }
 
