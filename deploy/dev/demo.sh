@@ -86,7 +86,7 @@ host_node() { # node: a loop-device disk and a vg-manager on this host (lvm2 met
   NODE_NAME=$node NAMESPACE=$NS $LVMS vg-manager --host-command-prefix "" --lvm-config "$LVMCONF" \
     --lvmd-config "$LVMS_DEV_DIR/$node/lvmd.yaml" --journal-dir "$LVMS_DEV_DIR/$node/journal" \
     --lock-file "$LVMS_DEV_DIR/$node/lock" --diagnostics-addr 127.0.0.1:0 \
-    --csi-node-socket "$LVMS_DEV_DIR/$node/csi.sock" >"$LVMS_DEV_DIR/$node/vg-manager.log" 2>&1 &
+    --csi-node-socket "$LVMS_DEV_DIR/$node/csi.sock" --registration-dir off >"$LVMS_DEV_DIR/$node/vg-manager.log" 2>&1 &
   pids+=($!)
 }
 host_node node-b

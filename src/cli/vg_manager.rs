@@ -63,6 +63,14 @@ pub struct VgManagerArgs {
     /// The CSI node socket (Identity + Node), where kubelet's plugin registration points.
     #[arg(long, env = "LVMS_CSI_NODE_SOCKET", default_value = crate::csi::node::DEFAULT_NODE_SOCKET)]
     pub csi_node_socket: PathBuf,
+    /// kubelet's plugins_registry directory: vg-manager registers the driver there
+    /// (`topolvm.io-reg.sock`). `off`: no registration (no kubelet, or kubelet told otherwise).
+    #[arg(long, env = "LVMS_REGISTRATION_DIR", default_value = crate::csi::registration::DEFAULT_REGISTRATION_DIR)]
+    pub registration_dir: String,
+    /// The CSI node socket as a path on the host, which kubelet dials (it differs from
+    /// --csi-node-socket when the host directory is mounted elsewhere in the container).
+    #[arg(long, env = "LVMS_KUBELET_NODE_SOCKET", default_value = crate::csi::node::DEFAULT_NODE_SOCKET)]
+    pub kubelet_node_socket: PathBuf,
     #[arg(long, env = "LVMS_LOG_FORMAT", default_value = "text", value_parser = ["text", "json"])]
     pub log_format: String,
 }
@@ -89,6 +97,12 @@ pub fn run_cmd(args: VgManagerArgs) -> anyhow::Result<ExitCode> {
             device_allowlist: args.device_allowlist,
             reconcile_interval: args.reconcile_interval,
             csi_node_socket: args.csi_node_socket,
+            registration: (args.registration_dir != "off").then(|| {
+                (
+                    PathBuf::from(&args.registration_dir),
+                    args.kubelet_node_socket,
+                )
+            }),
             restart_policy: RestartPolicy::default(),
         };
         run(client, cfg, super::signals::terminated()).await

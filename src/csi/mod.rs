@@ -5,6 +5,7 @@
 
 pub mod access;
 pub mod actions;
+pub mod authority;
 pub mod capacity;
 pub mod client;
 pub mod controller;
@@ -14,6 +15,7 @@ pub mod locks;
 pub mod node;
 pub use crate::api::topolvm as names;
 pub mod placement;
+pub mod registration;
 pub mod replay;
 pub mod server;
 pub mod sizing;

@@ -66,10 +66,29 @@ pub fn serve(
     router: tonic::transport::server::Router,
     what: &'static str,
 ) -> Serving {
+    serve_stream(socket, incoming(listener), router, what)
+}
+
+/// [`serve`] from a stream of connections (the registration socket hands over piped ones).
+pub fn serve_stream<S, IO>(
+    socket: &Path,
+    connections: S,
+    router: tonic::transport::server::Router,
+    what: &'static str,
+) -> Serving
+where
+    S: futures::Stream<Item = std::io::Result<IO>> + Send + 'static,
+    IO: tokio::io::AsyncRead
+        + tokio::io::AsyncWrite
+        + tonic::transport::server::Connected
+        + Unpin
+        + Send
+        + 'static,
+{
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
     let task = tokio::spawn(async move {
         let result = router
-            .serve_with_incoming_shutdown(incoming(listener), async {
+            .serve_with_incoming_shutdown(connections, async {
                 let _ = rx.await;
             })
             .await;

@@ -82,6 +82,10 @@ impl OperatorProcess {
             .arg("--csi-node-socket")
             .arg(&csi_socket)
             .env("KUBECONFIG", &opts.kubeconfig)
+            // No kubelet here: no registration unless a test sets LVMS_REGISTRATION_DIR (several
+            // simulated nodes would otherwise share the host's plugins_registry socket).
+            .env("LVMS_REGISTRATION_DIR", "off")
+            .env("LVMS_KUBELET_NODE_SOCKET", &csi_socket)
             .env_remove("LVMS_CRASH_AT")
             .env_remove("LVMS_PANIC_IN");
         for (k, v) in &opts.env {

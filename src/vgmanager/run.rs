@@ -44,6 +44,9 @@ pub struct Config {
     pub reconcile_interval: Duration,
     /// Where the CSI Identity + Node services are served.
     pub csi_node_socket: PathBuf,
+    /// kubelet's plugins_registry directory and the node socket's host path it is told, when
+    /// vg-manager registers the driver with kubelet.
+    pub registration: Option<(PathBuf, PathBuf)>,
     pub restart_policy: RestartPolicy,
 }
 
@@ -262,6 +265,10 @@ pub async fn run(
             Ok(true)
         })
     })?;
+    let registration = match &cfg.registration {
+        Some((dir, endpoint)) => Some(crate::csi::registration::serve(dir, endpoint)?.0),
+        None => None,
+    };
     diag.mark_synced();
     info!(node = %cfg.node, "vg-manager running");
 
@@ -274,6 +281,9 @@ pub async fn run(
             error!(%why, "supervisor stopped; /readyz now fails");
             shutdown.await;
         }
+    }
+    if let Some(r) = registration {
+        r.stop().await;
     }
     csi.stop().await;
     tree.stop(&journal).await;

@@ -3,7 +3,8 @@
 //! - [`env`]: one real control plane per test process, and a namespace per test;
 //! - [`scenario`]: one scenario at a time, with its `lvms operator` / `lvms vg-manager`
 //!   processes, journals and LVMCluster helpers;
-//! - [`kubelet`]: what kubelet would do (Nodes, CSINode registrations);
+//! - [`kubelet`]: what kubelet would do (Nodes, CSINode registrations); [`plugin_watcher`]:
+//!   kubelet's plugin registration, spoken as kubelet speaks it;
 //! - [`cleanup`]: removing an earlier scenario's cluster-scoped leftovers;
 //! - [`disks`]: loop-device disks and lvm2 queries (root, real lvm2);
 //! - [`guest`]: the real-kernel tier, a QEMU guest with device-mapper running a script;
@@ -24,6 +25,7 @@ pub mod fixtures;
 pub mod guest;
 pub mod journal;
 pub mod kubelet;
+pub mod plugin_watcher;
 pub mod process;
 pub mod rng;
 pub mod scenario;

@@ -10,5 +10,6 @@ mod crash;
 mod helpers;
 mod provisioning;
 mod pvc;
+mod registration;
 mod sanity;
 mod soak;

@@ -227,6 +227,10 @@ fn value_env(name: &str, value: &str) -> EnvVar {
     }
 }
 
+/// vg-manager's CSI node socket inside its container (the host's
+/// `/var/lib/kubelet/plugins/topolvm.io/node`, mounted at `/run/topolvm`).
+pub const CONTAINER_NODE_SOCKET: &str = "/run/topolvm/csi-topolvm.sock";
+
 fn container(world: &World, mounts: Vec<VolumeMount>) -> Container {
     let requests = BTreeMap::from([
         ("cpu".to_owned(), Quantity(CPU_REQUEST.to_owned())),
@@ -265,6 +269,10 @@ fn container(world: &World, mounts: Vec<VolumeMount>) -> Container {
             field_env("NODE_NAME", "spec.nodeName"),
             field_env("NAMESPACE", "metadata.namespace"),
             field_env("NAME", "metadata.name"),
+            // The node plugin's host directory is mounted at /run/topolvm, kubelet's
+            // plugins_registry at /registration (LVMS's mounts); kubelet dials the host path.
+            value_env("LVMS_CSI_NODE_SOCKET", CONTAINER_NODE_SOCKET),
+            value_env("LVMS_REGISTRATION_DIR", "/registration"),
         ]),
         termination_message_policy: Some("FallbackToLogsOnError".to_owned()),
         ..Default::default()
