@@ -18,7 +18,8 @@ mkdir -p /run/vgm
 [ -f /work/otel.env ] && . /work/otel.env
 KUBECONFIG=/work/kubeconfig /work/lvms vg-manager --node-name node-a --namespace openshift-lvm-storage \
   --host-command-prefix "" --lvmd-config /run/vgm/lvmd.yaml --journal-dir /run/vgm/journal \
-  --lock-file /run/vgm/lock --diagnostics-addr 127.0.0.1:9100 >"$GUEST_OUT/vg-manager.log" 2>&1 &
+  --lock-file /run/vgm/lock --diagnostics-addr 127.0.0.1:9100 --registration-dir off \
+  >"$GUEST_OUT/vg-manager.log" 2>&1 &
 vgm=$!
 say "lvms vg-manager running on kernel $(uname -r), device-mapper $(dmsetup version | awk '/Driver/{print $3}')"
 wait_for 600 "lvmd.yaml entry for demo-a" grep -q "volume-group: demo-a" /run/vgm/lvmd.yaml

@@ -59,6 +59,10 @@ pub struct OperatorArgs {
     /// The CSI controller socket (Identity + Controller), shared with the sidecars.
     #[arg(long, env = "LVMS_CSI_SOCKET", default_value = crate::csi::names::DEFAULT_CONTROLLER_SOCKET)]
     pub csi_socket: PathBuf,
+    /// How often the CSI socket is probed (Identity.Probe over its path, as the livenessprobe
+    /// sidecar does); a failed probe fails `/healthz` until the next one passes.
+    #[arg(long, env = "LVMS_CSI_PROBE_INTERVAL", default_value = "10s", value_parser = super::since::parse_duration)]
+    pub csi_probe_interval: std::time::Duration,
     /// Log format.
     #[arg(long, env = "LVMS_LOG_FORMAT", default_value = "text", value_parser = ["text", "json"])]
     pub log_format: String,
@@ -115,6 +119,7 @@ pub fn run_cmd(args: OperatorArgs) -> anyhow::Result<ExitCode> {
             vg_manager_command: args.vg_manager_command,
             debounce: args.debounce,
             csi_socket: args.csi_socket,
+            csi_probe_interval: args.csi_probe_interval,
             normal_events: args.normal_events,
             restart_policy: RestartPolicy {
                 max_restarts: args.max_restarts,

@@ -63,6 +63,10 @@ pub struct VgManagerArgs {
     /// The CSI node socket (Identity + Node), where kubelet's plugin registration points.
     #[arg(long, env = "LVMS_CSI_NODE_SOCKET", default_value = crate::csi::node::DEFAULT_NODE_SOCKET)]
     pub csi_node_socket: PathBuf,
+    /// How often the CSI socket is probed (Identity.Probe over its path, as the livenessprobe
+    /// sidecar does); a failed probe fails `/healthz` until the next one passes.
+    #[arg(long, env = "LVMS_CSI_PROBE_INTERVAL", default_value = "10s", value_parser = super::since::parse_duration)]
+    pub csi_probe_interval: std::time::Duration,
     /// kubelet's plugins_registry directory: vg-manager registers the driver there
     /// (`topolvm.io-reg.sock`). `off`: no registration (no kubelet, or kubelet told otherwise).
     #[arg(long, env = "LVMS_REGISTRATION_DIR", default_value = crate::csi::registration::DEFAULT_REGISTRATION_DIR)]
@@ -97,6 +101,7 @@ pub fn run_cmd(args: VgManagerArgs) -> anyhow::Result<ExitCode> {
             device_allowlist: args.device_allowlist,
             reconcile_interval: args.reconcile_interval,
             csi_node_socket: args.csi_node_socket,
+            csi_probe_interval: args.csi_probe_interval,
             registration: (args.registration_dir != "off").then(|| {
                 (
                     PathBuf::from(&args.registration_dir),

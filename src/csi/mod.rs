@@ -11,6 +11,7 @@ pub mod client;
 pub mod controller;
 pub mod errors;
 pub mod identity;
+pub mod liveness;
 pub mod locks;
 pub mod node;
 pub use crate::api::topolvm as names;
@@ -19,6 +20,7 @@ pub mod registration;
 pub mod replay;
 pub mod server;
 pub mod sizing;
+pub mod stats;
 pub mod volumes;
 pub mod writes;
 

@@ -41,6 +41,8 @@ pub struct Config {
     pub debounce: Duration,
     /// Where the CSI Identity + Controller services are served.
     pub csi_socket: PathBuf,
+    /// How often `/healthz` probes that socket.
+    pub csi_probe_interval: Duration,
     /// Which Normal Events go out (Warnings always do).
     pub normal_events: events::NormalEvents,
     pub restart_policy: RestartPolicy,
@@ -229,6 +231,12 @@ pub async fn run(
         supervision.clone(),
     )?;
 
+    let csi_live = {
+        let liveness = diag.liveness.clone();
+        crate::csi::liveness::spawn(cfg.csi_socket.clone(), cfg.csi_probe_interval, move |r| {
+            liveness.set(r)
+        })
+    };
     let mut tree =
         Supervision::start(children, cfg.restart_policy, supervision.clone(), &metrics).await?;
     csi_trigger.bump("supervisor up");
@@ -274,6 +282,7 @@ pub async fn run(
             Ok(())
         }
     };
+    csi_live.abort();
     csi.stop().await;
     volumes_task.abort();
     tree.stop(&journal).await;

@@ -10,7 +10,7 @@ use tracing::{debug, info};
 
 use crate::telemetry::metrics::{CONTENT_TYPE as METRICS_CONTENT_TYPE, MetricsText};
 
-/// Answers `/readyz`: `Ok` when ready, else why not.
+/// Answers `/readyz` (or `/healthz`): `Ok` when ready (alive), else why not.
 pub type ReadyCheck = Arc<dyn Fn() -> Result<(), String> + Send + Sync>;
 
 fn response(code: u16, body: &str) -> String {
@@ -30,10 +30,18 @@ fn typed_response(code: u16, content_type: &str, body: &str) -> String {
 }
 
 /// Route one request line (pure, so the routes are unit-tested).
-pub fn route(request_line: &str, ready: &ReadyCheck, metrics: &MetricsText) -> String {
+pub fn route(
+    request_line: &str,
+    live: &ReadyCheck,
+    ready: &ReadyCheck,
+    metrics: &MetricsText,
+) -> String {
     let path = request_line.split_whitespace().nth(1).unwrap_or("/");
     match path {
-        "/healthz" => response(200, "ok\n"),
+        "/healthz" => match live() {
+            Ok(()) => response(200, "ok\n"),
+            Err(why) => response(503, &format!("not live: {why}\n")),
+        },
         "/readyz" => match ready() {
             Ok(()) => response(200, "ok\n"),
             Err(why) => response(503, &format!("not ready: {why}\n")),
@@ -49,13 +57,18 @@ pub async fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
     Ok(listener)
 }
 
-pub async fn serve(listener: TcpListener, ready: ReadyCheck, metrics: MetricsText) {
+pub async fn serve(
+    listener: TcpListener,
+    live: ReadyCheck,
+    ready: ReadyCheck,
+    metrics: MetricsText,
+) {
     loop {
         // A failed accept concerns that one connection; the prober just tries again.
         let Ok((mut sock, peer)) = listener.accept().await else {
             continue;
         };
-        let (ready, metrics) = (ready.clone(), metrics.clone());
+        let (live, ready, metrics) = (live.clone(), ready.clone(), metrics.clone());
         tokio::spawn(async move {
             // Read the whole request head: closing with unread bytes would reset the client.
             let mut buf = Vec::with_capacity(512);
@@ -74,7 +87,7 @@ pub async fn serve(listener: TcpListener, ready: ReadyCheck, metrics: MetricsTex
             let line = text.lines().next().unwrap_or_default();
             // A client that went away gets no answer; nothing else depends on it.
             let _ = sock
-                .write_all(route(line, &ready, &metrics).as_bytes())
+                .write_all(route(line, &live, &ready, &metrics).as_bytes())
                 .await;
         });
     }
@@ -93,13 +106,20 @@ mod tests {
         let not: ReadyCheck = Arc::new(|| Err("caches not synced".into()));
         let yes: ReadyCheck = Arc::new(|| Ok(()));
         let m = no_metrics();
-        assert!(route("GET /readyz HTTP/1.1", &not, &m).starts_with("HTTP/1.1 503"));
+        assert!(route("GET /readyz HTTP/1.1", &yes, &not, &m).starts_with("HTTP/1.1 503"));
         assert!(
-            route("GET /readyz HTTP/1.1", &not, &m).ends_with("not ready: caches not synced\n")
+            route("GET /readyz HTTP/1.1", &yes, &not, &m)
+                .ends_with("not ready: caches not synced\n")
         );
-        assert!(route("GET /readyz HTTP/1.1", &yes, &m).starts_with("HTTP/1.1 200"));
-        assert!(route("GET /healthz HTTP/1.1", &not, &m).starts_with("HTTP/1.1 200"));
-        assert!(route("GET /nope HTTP/1.1", &yes, &m).starts_with("HTTP/1.1 404"));
+        assert!(route("GET /readyz HTTP/1.1", &yes, &yes, &m).starts_with("HTTP/1.1 200"));
+        // Alive while not ready; not alive when its liveness check fails, saying why.
+        assert!(route("GET /healthz HTTP/1.1", &yes, &not, &m).starts_with("HTTP/1.1 200"));
+        let dead: ReadyCheck = Arc::new(|| Err("CSI socket /x: refused".into()));
+        let out = route("GET /healthz HTTP/1.1", &dead, &yes, &m);
+        assert!(
+            out.starts_with("HTTP/1.1 503") && out.ends_with("not live: CSI socket /x: refused\n")
+        );
+        assert!(route("GET /nope HTTP/1.1", &yes, &yes, &m).starts_with("HTTP/1.1 404"));
     }
 
     #[test]
@@ -115,7 +135,7 @@ mod tests {
         });
         let not: ReadyCheck = Arc::new(|| Err("caches not synced".into()));
         // Served whether or not the process is ready: metrics matter most when it is not.
-        let out = route("GET /metrics HTTP/1.1", &not, &metrics.text());
+        let out = route("GET /metrics HTTP/1.1", &not, &not, &metrics.text());
         let (head, body) = out.split_once("\r\n\r\n").unwrap();
         assert!(head.starts_with("HTTP/1.1 200 OK"), "{head}");
         assert!(

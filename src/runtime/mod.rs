@@ -26,6 +26,8 @@ use diagnostics::ReadyCheck;
 /// `/metrics`: the process's registry.
 pub struct Diagnostics {
     pub supervision: Readiness,
+    /// What `/healthz` answers: alive until a probe says otherwise (the CSI socket checks).
+    pub liveness: Liveness,
     synced: Arc<AtomicBool>,
     task: JoinHandle<()>,
 }
@@ -62,9 +64,15 @@ impl Diagnostics {
         let listener = diagnostics::bind(addr)
             .await
             .with_context(|| format!("--diagnostics-addr {addr}"))?;
-        let task = tokio::spawn(diagnostics::serve(listener, ready, metrics));
+        let liveness = Liveness::default();
+        let live: ReadyCheck = {
+            let liveness = liveness.clone();
+            Arc::new(move || liveness.check())
+        };
+        let task = tokio::spawn(diagnostics::serve(listener, live, ready, metrics));
         Ok(Diagnostics {
             supervision,
+            liveness,
             synced,
             task,
         })
@@ -72,6 +80,27 @@ impl Diagnostics {
 
     pub fn mark_synced(&self) {
         self.synced.store(true, Ordering::Release);
+    }
+}
+
+/// The last word of a liveness probe (e.g. the CSI socket answering Probe), for `/healthz`.
+#[derive(Clone, Default)]
+pub struct Liveness(Arc<Mutex<Option<String>>>);
+
+impl Liveness {
+    /// Record a probe's result: `Err` makes `/healthz` fail with its text until the next `Ok`.
+    pub fn set(&self, result: Result<(), String>) {
+        // A poisoned lock only loses this probe's word; the next probe writes again.
+        if let Ok(mut v) = self.0.lock() {
+            *v = result.err();
+        }
+    }
+
+    pub fn check(&self) -> Result<(), String> {
+        match self.0.lock().ok().and_then(|v| v.clone()) {
+            Some(why) => Err(why),
+            None => Ok(()),
+        }
     }
 }
 

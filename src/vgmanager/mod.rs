@@ -14,4 +14,5 @@ pub mod run;
 pub mod volume_group;
 #[cfg(test)]
 mod volume_group_tests;
+pub mod volume_lookup;
 pub mod volumes;

@@ -44,6 +44,8 @@ pub struct Config {
     pub reconcile_interval: Duration,
     /// Where the CSI Identity + Node services are served.
     pub csi_node_socket: PathBuf,
+    /// How often `/healthz` probes that socket.
+    pub csi_probe_interval: Duration,
     /// kubelet's plugins_registry directory and the node socket's host path it is told, when
     /// vg-manager registers the driver with kubelet.
     pub registration: Option<(PathBuf, PathBuf)>,
@@ -258,13 +260,26 @@ pub async fn run(
     // Set once, here: it cannot be set already.
     let _ = supervisor_slot.set(tree.supervisor.clone());
     registry_trigger.bump("supervisor up");
-    let csi = crate::csi::node::serve(&cfg.csi_node_socket, &cfg.node, {
-        let supervision = supervision.clone();
-        Arc::new(move || {
-            supervision.check().map_err(|e| e.to_string())?;
-            Ok(true)
-        })
-    })?;
+    let csi = crate::csi::node::serve(
+        &cfg.csi_node_socket,
+        &cfg.node,
+        {
+            let supervision = supervision.clone();
+            Arc::new(move || {
+                supervision.check().map_err(|e| e.to_string())?;
+                Ok(true)
+            })
+        },
+        Arc::new(super::volume_lookup::HostVolumes { ctx: ctx.clone() }),
+    )?;
+    let csi_live = {
+        let liveness = diag.liveness.clone();
+        crate::csi::liveness::spawn(
+            cfg.csi_node_socket.clone(),
+            cfg.csi_probe_interval,
+            move |r| liveness.set(r),
+        )
+    };
     let registration = match &cfg.registration {
         Some((dir, endpoint)) => Some(crate::csi::registration::serve(dir, endpoint)?.0),
         None => None,
@@ -282,6 +297,7 @@ pub async fn run(
             shutdown.await;
         }
     }
+    csi_live.abort();
     if let Some(r) = registration {
         r.stop().await;
     }

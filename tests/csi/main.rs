@@ -8,8 +8,10 @@
 mod common;
 mod crash;
 mod helpers;
+mod liveness;
 mod provisioning;
 mod pvc;
 mod registration;
 mod sanity;
 mod soak;
+mod stats;

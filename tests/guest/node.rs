@@ -191,6 +191,7 @@ start() {{
     --namespace {ns} --host-command-prefix "" --lvmd-config $VGM/lvmd.yaml \
     --journal-dir $VGM/journal --lock-file $VGM/lock \
     --diagnostics-addr $DIAG --debounce-ms 20 --csi-node-socket $VGM/csi.sock \
+    --registration-dir off \
     >>"$GUEST_OUT/vg-manager.log" 2>&1 &
   vgm=$!
 }}
