@@ -28,6 +28,8 @@ pub struct Diagnostics {
     pub supervision: Readiness,
     /// What `/healthz` answers: alive until a probe says otherwise (the CSI socket checks).
     pub liveness: Liveness,
+    /// One more condition of `/readyz` (vg-manager: kubelet registered the driver).
+    pub registration: Liveness,
     synced: Arc<AtomicBool>,
     task: JoinHandle<()>,
 }
@@ -36,10 +38,13 @@ impl Diagnostics {
     pub async fn start(addr: SocketAddr, metrics: MetricsText) -> anyhow::Result<Self> {
         let supervision = Readiness::default();
         let synced = Arc::new(AtomicBool::new(false));
+        let registration = Liveness::default();
         let ready: ReadyCheck = {
             let (supervision, synced) = (supervision.clone(), synced.clone());
+            let registration = registration.clone();
             Arc::new(move || {
                 supervision.check()?;
+                registration.check()?;
                 if synced.load(Ordering::Acquire) {
                     Ok(())
                 } else {
@@ -73,6 +78,7 @@ impl Diagnostics {
         Ok(Diagnostics {
             supervision,
             liveness,
+            registration,
             synced,
             task,
         })
@@ -83,7 +89,8 @@ impl Diagnostics {
     }
 }
 
-/// The last word of a liveness probe (e.g. the CSI socket answering Probe), for `/healthz`.
+/// The last word of a probe or gate: the CSI socket answering Probe (`/healthz`), kubelet's
+/// registration of the driver (`/readyz`).
 #[derive(Clone, Default)]
 pub struct Liveness(Arc<Mutex<Option<String>>>);
 

@@ -280,8 +280,29 @@ pub async fn run(
             move |r| liveness.set(r),
         )
     };
+    // As LVMS: not ready until kubelet has registered the driver (when this process does it).
     let registration = match &cfg.registration {
-        Some((dir, endpoint)) => Some(crate::csi::registration::serve(dir, endpoint)?.0),
+        Some((dir, endpoint)) => {
+            let (serving, mut told) = crate::csi::registration::serve(dir, endpoint)?;
+            let gate = diag.registration.clone();
+            gate.set(Err(format!(
+                "kubelet has not registered {} yet ({})",
+                crate::api::topolvm::DRIVER_NAME,
+                dir.join(crate::csi::registration::REGISTRATION_SOCKET)
+                    .display()
+            )));
+            tasks.push(tokio::spawn(async move {
+                while told.changed().await.is_ok() {
+                    let verdict = match told.borrow().as_ref() {
+                        Some(s) if s.plugin_registered => Ok(()),
+                        Some(s) => Err(format!("kubelet refused the registration: {}", s.error)),
+                        None => continue,
+                    };
+                    gate.set(verdict);
+                }
+            }));
+            Some(serving)
+        }
         None => None,
     };
     diag.mark_synced();

@@ -51,6 +51,18 @@ async fn the_cluster_gets_ready_through_kubelets_registration_path() {
         .expect_err("h2 took a path as :authority");
     assert!(refused.contains("Some(1)"), "{refused}");
 
+    // As LVMS: vg-manager is not ready while kubelet has not registered the driver.
+    let waiting = eventually(T, || async {
+        let (code, body) = vgm.diagnostics_get("/readyz").ok()?;
+        (code == 503 && body.contains("kubelet has not registered topolvm.io")).then_some(())
+    })
+    .await;
+    assert!(
+        waiting.is_some(),
+        "/readyz before registration: {:?}",
+        vgm.diagnostics_get("/readyz")
+    );
+
     // kubelet's registration, through the shim on the registration socket.
     let info = register(&s.client, NODE, &socket)
         .await
@@ -92,6 +104,15 @@ async fn the_cluster_gets_ready_through_kubelets_registration_path() {
     assert!(
         told.is_some(),
         "NotifyRegistrationStatus never reached vg-manager"
+    );
+    let ready = eventually(T, || async {
+        (vgm.diagnostics_get("/readyz").ok()?.0 == 200).then_some(())
+    })
+    .await;
+    assert!(
+        ready.is_some(),
+        "/readyz after registration: {:?}",
+        vgm.diagnostics_get("/readyz")
     );
     let _ = std::fs::remove_dir_all(&reg_dir);
 }
