@@ -169,7 +169,7 @@ pub async fn register(
         )
         .await?;
     let info = PluginInfo::decode(info.as_slice()).map_err(|e| e.to_string())?;
-    if info.r#type != "CSIPlugin" {
+    if info.r#type != lvms::csi::registration::CSI_PLUGIN {
         return Err(format!("not a CSI plugin: {info:?}"));
     }
     // kubelet's CSI handler: NodeGetInfo on the endpoint, then the CSINode and Node.

@@ -27,3 +27,13 @@ pub fn object_units(capabilities: &Capabilities) -> Vec<(&'static str, Kind)> {
 pub fn wakes(source: Kind, change: Change, unit: &str) -> bool {
     UnitId::from_name(unit).is_some_and(|u| u.woken_by(source, change))
 }
+
+/// A volume helper's pass: its subject is no one object (each step regards the PV, claim or
+/// Node it writes, and tells that object's story), so the pass itself is not news.
+pub fn begin_volume_helper_pass(steps: &lvms_actors::Steps, kind: &str) {
+    steps.begin(lvms_journal::ObjectRef {
+        kind: kind.into(),
+        ..lvms_journal::ObjectRef::default()
+    });
+    steps.quiet();
+}

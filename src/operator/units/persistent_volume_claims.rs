@@ -9,7 +9,6 @@ use lvms_actors::{Action, Done, Pass, StepSpec, Steps, Unit, UnitError};
 use lvms_journal::{EventNote, Intent, Replayed};
 use tracing::warn;
 
-use super::persistent_volumes::helper_subject;
 use crate::operator::context::{Ctx, object_ref};
 use crate::operator::volumes::actions::VolumeHelperAction as A;
 use crate::operator::volumes::claims::{
@@ -28,8 +27,7 @@ impl Unit for PersistentVolumeClaimsUnit {
     }
 
     async fn reconcile(&self, steps: &Steps) -> Result<Pass, UnitError> {
-        steps.begin(helper_subject("PersistentVolumeClaim"));
-        steps.quiet();
+        super::begin_volume_helper_pass(steps, "PersistentVolumeClaim");
         let nodes = self.ctx.caches.nodes.state();
         let (mut pending, mut first_err) = (0usize, None);
         for pvc in self.ctx.caches.pvcs.state() {

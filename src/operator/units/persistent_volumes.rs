@@ -8,7 +8,7 @@ use k8s_openapi::api::core::v1::PersistentVolume;
 use kube::Api;
 use kube::api::{Patch, PatchParams};
 use lvms_actors::{Action, Done, Pass, StepSpec, Steps, Unit, UnitError};
-use lvms_journal::{EventNote, Intent, ObjectRef, Replayed};
+use lvms_journal::{EventNote, Intent, Replayed};
 use serde_json::json;
 use tracing::warn;
 
@@ -24,14 +24,6 @@ pub const UNIT: &str = super::table::UnitId::PersistentVolumes.name();
 
 pub struct PersistentVolumesUnit {
     pub ctx: Arc<Ctx>,
-}
-
-/// The pass's subject: no one object (its steps regard each PV).
-pub fn helper_subject(kind: &str) -> ObjectRef {
-    ObjectRef {
-        kind: kind.into(),
-        ..ObjectRef::default()
-    }
 }
 
 fn claim_removed() -> EventNote {
@@ -56,9 +48,7 @@ impl Unit for PersistentVolumesUnit {
     }
 
     async fn reconcile(&self, steps: &Steps) -> Result<Pass, UnitError> {
-        steps.begin(helper_subject("PersistentVolume"));
-        // Each step tells its PV's story; a pass is not news.
-        steps.quiet();
+        super::begin_volume_helper_pass(steps, "PersistentVolume");
         let client = &self.ctx.client;
         let (mut checked, mut first_err) = (0usize, None);
         for pv in self.ctx.caches.pvs.state() {

@@ -12,7 +12,6 @@ use kube::api::{DeleteParams, Preconditions};
 use lvms_actors::{Action, Done, Pass, StepSpec, Steps, Unit, UnitError};
 use lvms_journal::{Intent, ObjectRef, Replayed};
 
-use super::persistent_volumes::helper_subject;
 use crate::api::topolvm::NODE_FINALIZER;
 use crate::api::{LOGICAL_VOLUME_FINALIZER, LogicalVolume};
 use crate::csi::volumes::Volumes;
@@ -138,8 +137,7 @@ impl Unit for TopolvmNodesUnit {
     }
 
     async fn reconcile(&self, steps: &Steps) -> Result<Pass, UnitError> {
-        steps.begin(helper_subject("Node"));
-        steps.quiet();
+        super::begin_volume_helper_pass(steps, "Node");
         let (mut finished, mut applied) = (0usize, 0usize);
         for node in self.ctx.caches.nodes.state() {
             if !finalizing(&node) {
