@@ -38,7 +38,7 @@ PKGS=(lvm2 dmsetup libdevmapper1.02.1 libdevmapper-event1.02.1 libaio1 libedit2 
   thin-provisioning-tools libstdc++6 libgcc-s1 libexpat1
   xfsprogs libinih1 liburcu8 e2fsprogs libext2fs2 libss2 libcom-err2 busybox-static)
 # Host tools copied in (with the libraries ldd names); the same Debian release, so they run.
-HOST_TOOLS=(dash losetup lsblk blkid wipefs mount umount fsfreeze tar timeout)
+HOST_TOOLS=(dash losetup lsblk blkid wipefs mount umount fsfreeze tar timeout df cmp)
 
 versions=$(apt-cache policy "$want" "${PKGS[@]}" 2>/dev/null | awk '/^[^ ]/{p=$1} /Candidate:/{print p, $2}')
 echo "$versions" | grep -q "(none)" && die "packages without a candidate:

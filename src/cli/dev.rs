@@ -1,4 +1,5 @@
-//! `lvms dev control-plane up|down|env`: the test control plane, for people.
+//! `lvms dev control-plane up|down|env`: the test control plane, for people; `lvms dev kubelet`:
+//! kubelet's volume calls on a node without kubelet (the demo's guest node, the guest tests).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -12,6 +13,43 @@ pub enum DevCommand {
     /// Manage a local etcd + kube-apiserver + kube-controller-manager on 127.0.0.1.
     #[command(subcommand, name = "control-plane")]
     ControlPlane(ControlPlaneCommand),
+    /// Do what kubelet does with a claim's volume on this node (publish, unpublish, expand,
+    /// stats) through the node service's socket; prints one JSON line.
+    Kubelet(KubeletArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct KubeletArgs {
+    #[command(subcommand)]
+    pub call: KubeletCall,
+    /// The claim, NAMESPACE/NAME.
+    #[arg(long, global = true)]
+    pub claim: Option<String>,
+    /// The target path (publish, unpublish) or volume path (expand, stats).
+    #[arg(long, global = true)]
+    pub target: Option<PathBuf>,
+    /// The node service's socket.
+    #[arg(long, global = true, default_value = crate::csi::node::DEFAULT_NODE_SOCKET)]
+    pub socket: PathBuf,
+    /// How long to wait for the claim and retry the driver, as kubelet keeps retrying.
+    #[arg(long, global = true, default_value = "300")]
+    pub timeout_secs: u64,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum KubeletCall {
+    /// NodePublishVolume once the claim is Bound.
+    Publish {
+        #[arg(long)]
+        readonly: bool,
+    },
+    /// NodeUnpublishVolume.
+    Unpublish,
+    /// NodeExpandVolume once csi-resizer grew the PV to the claim's request, then the claim's
+    /// status capacity.
+    Expand,
+    /// NodeGetVolumeStats.
+    Stats,
 }
 
 #[derive(Debug, Subcommand)]
@@ -37,7 +75,10 @@ pub enum ControlPlaneCommand {
 }
 
 pub fn run(cmd: DevCommand) -> anyhow::Result<ExitCode> {
-    let DevCommand::ControlPlane(cmd) = cmd;
+    let cmd = match cmd {
+        DevCommand::ControlPlane(c) => c,
+        DevCommand::Kubelet(args) => return kubelet(args),
+    };
     match cmd {
         ControlPlaneCommand::Up { dir, no_crds } => {
             if dir.join("pids").exists() {
@@ -86,4 +127,46 @@ pub fn run(cmd: DevCommand) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+fn kubelet(args: KubeletArgs) -> anyhow::Result<ExitCode> {
+    use crate::dev::kubelet::Kubelet;
+    let given = args.claim.clone().unwrap_or_default();
+    let (namespace, claim) = given
+        .split_once('/')
+        .filter(|(n, c)| !n.is_empty() && !c.is_empty())
+        .ok_or_else(|| anyhow::anyhow!("--claim takes NAMESPACE/NAME, got {given:?}"))?;
+    let target = args
+        .target
+        .as_ref()
+        .filter(|t| !t.as_os_str().is_empty())
+        .ok_or_else(|| anyhow::anyhow!("--target is required: the path kubelet would use"))?
+        .to_string_lossy()
+        .into_owned();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let out = rt.block_on(async {
+        let k = Kubelet {
+            client: kube::Client::try_default().await?,
+            socket: args.socket.clone(),
+            deadline: std::time::Instant::now() + std::time::Duration::from_secs(args.timeout_secs),
+        };
+        anyhow::Ok(match args.call {
+            KubeletCall::Publish { readonly } => {
+                let id = k.publish(namespace, claim, &target, readonly).await?;
+                serde_json::json!({"published": id, "target": target})
+            }
+            KubeletCall::Unpublish => {
+                k.unpublish(namespace, claim, &target).await?;
+                serde_json::json!({"unpublished": target})
+            }
+            KubeletCall::Expand => {
+                serde_json::json!({"expandedTo": k.expand(namespace, claim, &target).await?})
+            }
+            KubeletCall::Stats => k.stats(namespace, claim, &target).await?,
+        })
+    })?;
+    println!("{out}");
+    Ok(ExitCode::SUCCESS)
 }

@@ -1,8 +1,11 @@
-//! The CSI Node service of `lvms vg-manager`, on LVMS's node socket. What it answers today:
+//! The CSI Node service of `lvms vg-manager`, on LVMS's node socket, with TopoLVM's model:
 //! NodeGetInfo (the node id and TopoLVM's topology segment, which kubelet copies onto the
-//! Node as the `topology.topolvm.io/node` label), NodeGetCapabilities, and NodeGetVolumeStats
-//! (bytes, inodes and the LV's condition, as TopoLVM). Mounting and expansion (issue 17) are
-//! not advertised, and their RPCs say so.
+//! Node as the `topology.topolvm.io/node` label), NodeGetCapabilities, NodePublishVolume
+//! (format a blank device, mount; or bind a block device), NodeUnpublishVolume,
+//! NodeExpandVolume (grow the mounted filesystem) and NodeGetVolumeStats. No staging: as
+//! TopoLVM, everything happens at publish. Calls are served one at a time (TopoLVM's global
+//! lock): they act on one node's mount table. The decisions are in [`super::publish`]; the
+//! node's side effects (journaled) are vg-manager's [`NodeVolumes`].
 
 use std::sync::Arc;
 
@@ -11,26 +14,51 @@ use tonic::{Request, Response, Status};
 
 use super::proto::node_service_capability::{Rpc, rpc::Type as NodeRpc};
 
+use super::errors::CsiError;
 use super::names::TOPOLOGY_NODE_KEY;
 use super::proto::node_server::Node;
 use super::proto::*;
+use super::publish::PublishSpec;
 
 /// LVMS's node socket: `<kubelet>/plugins/topolvm.io/node/csi-topolvm.sock`.
 pub const DEFAULT_NODE_SOCKET: &str = "/var/lib/kubelet/plugins/topolvm.io/node/csi-topolvm.sock";
 
-/// What lvm2 says of a volume's LV, for the node service (vg-manager answers with its host's
-/// `lvs` over the VGs of its lvmd.yaml): its `lv_attr`, `Ok(None)` when lvm2 was read and has
-/// no such LV, `Err` when it could not be read (never taken for "missing").
-pub trait VolumeLookup: Send + Sync + 'static {
+/// The node's side of its volumes (vg-manager: lvm2 of the VGs in its lvmd.yaml, commands in
+/// the host's mount namespace, each side effect a journaled step).
+pub trait NodeVolumes: Send + Sync + 'static {
+    /// The volume's LV `lv_attr`: `Ok(None)` when lvm2 was read and has no such LV, `Err` when
+    /// it could not be read (never taken for "missing").
     fn lv_attr<'a>(&'a self, volume_id: &'a str) -> BoxFuture<'a, Result<Option<String>, String>>;
+
+    fn publish<'a>(&'a self, spec: &'a PublishSpec) -> BoxFuture<'a, Result<(), CsiError>>;
+
+    /// Unmount and remove `target`; a target that is not there is success.
+    fn unpublish<'a>(
+        &'a self,
+        volume_id: &'a str,
+        target: &'a str,
+    ) -> BoxFuture<'a, Result<(), CsiError>>;
+
+    /// Grow the filesystem mounted at `path` to its LV; returns the LV's size in bytes.
+    fn expand<'a>(
+        &'a self,
+        volume_id: &'a str,
+        path: &'a str,
+    ) -> BoxFuture<'a, Result<u64, CsiError>>;
 }
 
-/// The capabilities advertised: what is implemented, nothing more.
-pub const CAPABILITIES: [NodeRpc; 2] = [NodeRpc::GetVolumeStats, NodeRpc::VolumeCondition];
+/// The capabilities advertised: TopoLVM's (no STAGE_UNSTAGE_VOLUME).
+pub const CAPABILITIES: [NodeRpc; 3] = [
+    NodeRpc::GetVolumeStats,
+    NodeRpc::ExpandVolume,
+    NodeRpc::VolumeCondition,
+];
 
 pub struct NodeService {
     pub node_name: String,
-    pub lookup: Arc<dyn VolumeLookup>,
+    pub volumes: Arc<dyn NodeVolumes>,
+    /// One call at a time (TopoLVM's global lock).
+    pub lock: tokio::sync::Mutex<()>,
 }
 
 /// NodeGetInfo's answer for `node` (pure).
@@ -44,9 +72,9 @@ pub fn node_info(node: &str) -> NodeGetInfoResponse {
     }
 }
 
-fn not_yet(rpc: &str) -> Status {
+fn no_staging(rpc: &str) -> Status {
     Status::unimplemented(format!(
-        "{rpc}: this lvms node service does not publish volumes yet (not advertised in NodeGetCapabilities)"
+        "{rpc}: topolvm.io volumes are not staged (STAGE_UNSTAGE_VOLUME is not advertised); publish them directly"
     ))
 }
 
@@ -56,26 +84,27 @@ impl Node for NodeService {
         &self,
         _r: Request<NodeStageVolumeRequest>,
     ) -> Result<Response<NodeStageVolumeResponse>, Status> {
-        Err(not_yet("NodeStageVolume"))
+        Err(no_staging("NodeStageVolume"))
     }
 
     async fn node_unstage_volume(
         &self,
         _r: Request<NodeUnstageVolumeRequest>,
     ) -> Result<Response<NodeUnstageVolumeResponse>, Status> {
-        Err(not_yet("NodeUnstageVolume"))
+        Err(no_staging("NodeUnstageVolume"))
     }
 
     async fn node_publish_volume(
         &self,
-        _r: Request<NodePublishVolumeRequest>,
+        r: Request<NodePublishVolumeRequest>,
     ) -> Result<Response<NodePublishVolumeResponse>, Status> {
-        Err(not_yet("NodePublishVolume"))
+        let spec = super::publish::publish_spec(r.get_ref())?;
+        let _one = self.lock.lock().await;
+        self.volumes.publish(&spec).await?;
+        Ok(Response::new(NodePublishVolumeResponse {}))
     }
 
-    /// Idempotent, as CSI asks: a target that is not there is already unpublished. This node
-    /// never mounts anything yet, so a target that is a mount point was not made by it and is
-    /// left alone.
+    /// Idempotent, as CSI asks: a target that is not there is already unpublished.
     async fn node_unpublish_volume(
         &self,
         r: Request<NodeUnpublishVolumeRequest>,
@@ -87,17 +116,9 @@ impl Node for NodeService {
         if r.target_path.is_empty() {
             return Err(Status::invalid_argument("target_path is empty"));
         }
-        let target = std::path::Path::new(&r.target_path);
-        match std::fs::symlink_metadata(target) {
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                Ok(Response::new(NodeUnpublishVolumeResponse {}))
-            }
-            Err(e) => Err(Status::internal(format!("{}: {e}", target.display()))),
-            Ok(_) => Err(Status::failed_precondition(format!(
-                "{} exists, and this lvms node service does not publish volumes yet",
-                target.display()
-            ))),
-        }
+        let _one = self.lock.lock().await;
+        self.volumes.unpublish(&r.volume_id, &r.target_path).await?;
+        Ok(Response::new(NodeUnpublishVolumeResponse {}))
     }
 
     /// TopoLVM's: a path that is not there is NOT_FOUND; a block device reports its size, a
@@ -132,7 +153,7 @@ impl Node for NodeService {
             super::stats::fs_usage(&super::stats::statfs(path).map_err(at)?)
         };
         let attr =
-            self.lookup.lv_attr(&r.volume_id).await.map_err(|e| {
+            self.volumes.lv_attr(&r.volume_id).await.map_err(|e| {
                 Status::unavailable(format!("reading lvm2 for {}: {e}", r.volume_id))
             })?;
         Ok(Response::new(NodeGetVolumeStatsResponse {
@@ -141,11 +162,34 @@ impl Node for NodeService {
         }))
     }
 
+    /// TopoLVM's: a block volume has nothing to grow; a filesystem is grown online to its LV
+    /// (which ControllerExpandVolume already grew).
     async fn node_expand_volume(
         &self,
-        _r: Request<NodeExpandVolumeRequest>,
+        r: Request<NodeExpandVolumeRequest>,
     ) -> Result<Response<NodeExpandVolumeResponse>, Status> {
-        Err(not_yet("NodeExpandVolume"))
+        let r = r.into_inner();
+        if r.volume_id.is_empty() {
+            return Err(Status::invalid_argument("volume_id is empty"));
+        }
+        if r.volume_path.is_empty() {
+            return Err(Status::invalid_argument("volume_path is empty"));
+        }
+        let block = r
+            .volume_capability
+            .as_ref()
+            .and_then(|c| super::access::access_of(c).ok())
+            .is_some_and(|a| a.is_block());
+        if block {
+            return Ok(Response::new(NodeExpandVolumeResponse {
+                capacity_bytes: 0,
+            }));
+        }
+        let _one = self.lock.lock().await;
+        let bytes = self.volumes.expand(&r.volume_id, &r.volume_path).await?;
+        Ok(Response::new(NodeExpandVolumeResponse {
+            capacity_bytes: i64::try_from(bytes).unwrap_or(i64::MAX),
+        }))
     }
 
     async fn node_get_capabilities(
@@ -177,7 +221,7 @@ pub fn serve(
     socket: &std::path::Path,
     node_name: &str,
     ready: super::identity::ReadyFn,
-    lookup: Arc<dyn VolumeLookup>,
+    volumes: Arc<dyn NodeVolumes>,
 ) -> anyhow::Result<super::server::Serving> {
     let listener = super::server::bind(socket)?;
     let router = tonic::transport::Server::builder()
@@ -186,7 +230,8 @@ pub fn serve(
         ))
         .add_service(super::proto::node_server::NodeServer::new(NodeService {
             node_name: node_name.to_string(),
-            lookup,
+            volumes,
+            lock: tokio::sync::Mutex::new(()),
         }));
     Ok(super::server::serve(
         socket,

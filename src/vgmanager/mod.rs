@@ -2,6 +2,7 @@
 //! node, a registry that starts and stops them, a node-status projector, the EventPublisher)
 //! over the journal; host commands and files through [`host::HostOps`].
 
+pub mod csi_node_unit;
 pub mod events;
 #[cfg(test)]
 mod fake_host;
@@ -9,6 +10,7 @@ pub mod host;
 pub mod lock;
 pub mod node_report;
 pub mod node_status_unit;
+pub mod node_volumes;
 pub mod registry;
 pub mod run;
 pub mod volume_group;

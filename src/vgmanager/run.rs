@@ -243,6 +243,12 @@ pub async fn run(
             host_clock: Default::default(),
         },
     ));
+    // The node service: its RPCs journal format / mount steps; its unit replays them.
+    children.push(wiring.child(
+        crate::csi::node_actions::UNIT,
+        Trigger::new(),
+        super::csi_node_unit::CsiNodeUnit { ctx: ctx.clone() },
+    ));
     children.push(wiring.child(
         registry::UNIT,
         registry_trigger.clone(),
@@ -270,7 +276,10 @@ pub async fn run(
                 Ok(true)
             })
         },
-        Arc::new(super::volume_lookup::HostVolumes { ctx: ctx.clone() }),
+        Arc::new(super::node_volumes::HostVolumes {
+            ctx: ctx.clone(),
+            journal: journal.clone(),
+        }),
     )?;
     let csi_live = {
         let liveness = diag.liveness.clone();

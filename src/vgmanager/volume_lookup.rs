@@ -1,46 +1,49 @@
-//! The node service's view of a volume's LV: `lvs` of each VG in this node's lvmd.yaml. A
+//! Where a CSI volume's LV is on this node: `lvs` of each VG in this node's lvmd.yaml. A
 //! report that cannot be read is an error, never "no such LV".
 
 use std::collections::BTreeSet;
-use std::sync::Arc;
-
-use futures::future::BoxFuture;
 
 use super::volume_group::NodeCtx;
-use crate::csi::node::VolumeLookup;
 use crate::node::commands;
 use crate::node::report::parse_lvs;
 
-pub struct HostVolumes {
-    pub ctx: Arc<NodeCtx>,
+/// A volume's LV as lvm2 reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FoundLv {
+    pub vg: String,
+    pub attr: String,
+    pub size: Option<u64>,
 }
 
-impl VolumeLookup for HostVolumes {
-    fn lv_attr<'a>(&'a self, volume_id: &'a str) -> BoxFuture<'a, Result<Option<String>, String>> {
-        Box::pin(async move {
-            // No lvmd.yaml yet: this node has no device class, so no volume of ours.
-            let Some(config) = self.ctx.read_lvmd().map_err(|e| e.message)? else {
-                return Ok(None);
-            };
-            let vgs: BTreeSet<&str> = config
-                .device_classes
-                .iter()
-                .map(|c| c.volume_group.as_str())
-                .collect();
-            for vg in vgs {
-                let argv = commands::lvs(vg).map_err(|e| e.to_string())?;
-                let out = self
-                    .ctx
-                    .host
-                    .run(&argv, &[])
-                    .await
-                    .map_err(|e| e.to_string())?;
-                let report = parse_lvs(&out.stdout).map_err(|e| e.to_string())?;
-                if let Some(lv) = report.all().find(|l| l.lv_name == volume_id) {
-                    return Ok(Some(lv.lv_attr.clone()));
-                }
-            }
-            Ok(None)
-        })
+impl FoundLv {
+    /// The LV's device path (lvm2 makes `/dev/<vg>/<lv>` for an active LV).
+    pub fn device(&self, volume_id: &str) -> String {
+        format!("/dev/{}/{volume_id}", self.vg)
     }
+}
+
+/// The LV named `volume_id` in one of this node's VGs.
+pub async fn find(ctx: &NodeCtx, volume_id: &str) -> Result<Option<FoundLv>, String> {
+    // No lvmd.yaml yet: this node has no device class, so no volume of ours.
+    let Some(config) = ctx.read_lvmd().map_err(|e| e.message)? else {
+        return Ok(None);
+    };
+    let vgs: BTreeSet<&str> = config
+        .device_classes
+        .iter()
+        .map(|c| c.volume_group.as_str())
+        .collect();
+    for vg in vgs {
+        let argv = commands::lvs(vg).map_err(|e| e.to_string())?;
+        let out = ctx.host.run(&argv, &[]).await.map_err(|e| e.to_string())?;
+        let report = parse_lvs(&out.stdout).map_err(|e| e.to_string())?;
+        if let Some(lv) = report.all().find(|l| l.lv_name == volume_id) {
+            return Ok(Some(FoundLv {
+                vg: vg.to_string(),
+                attr: lv.lv_attr.clone(),
+                size: lv.lv_size,
+            }));
+        }
+    }
+    Ok(None)
 }

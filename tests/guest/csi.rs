@@ -36,13 +36,39 @@ done
 "#;
 
 /// Software emulation: each lvm2 command ~0.5–1 s, so every wait is generous.
-const SLOW: Duration = Duration::from_secs(300);
+pub const SLOW: Duration = Duration::from_secs(300);
 
 /// TopoLVM's minimum for xfs (the class's filesystem): every claim is this size.
-const SIZE: &str = "300Mi";
+pub const SIZE: &str = "300Mi";
+
+/// The bound VolumeSnapshotContent of VolumeSnapshot `name` once it is ready to use.
+pub async fn snapshot_ready(
+    snaps: &Api<kube::api::DynamicObject>,
+    name: &str,
+    peers: &[lvms::dev::csi_peers::Sidecar],
+) -> String {
+    let content = eventually(SLOW, || async {
+        let s = snaps.get(name).await.ok()?;
+        let status = s.data.get("status")?;
+        (status["readyToUse"] == true)
+            .then(|| {
+                status["boundVolumeSnapshotContentName"]
+                    .as_str()
+                    .map(String::from)
+            })
+            .flatten()
+    })
+    .await;
+    content.unwrap_or_else(|| {
+        panic!(
+            "snapshot {name} never ready; csi-snapshotter log:\n{}",
+            lvms_testkit::process::tail(&peers[1].log_text(), 30)
+        )
+    })
+}
 
 /// The claim's volume handle once it is Bound (the LV's name in the guest).
-async fn bound_handle(
+pub async fn bound_handle(
     h: &HostCtx<'_>,
     name: &str,
     logs: &[lvms::dev::csi_peers::Sidecar],
@@ -114,24 +140,7 @@ fn host(h: HostCtx<'_>) -> futures::future::BoxFuture<'_, ()> {
             )
             .await
             .expect("VolumeSnapshot");
-        let content = eventually(SLOW, || async {
-            let s = snaps.get("snap").await.ok()?;
-            let status = s.data.get("status")?;
-            (status["readyToUse"] == true)
-                .then(|| {
-                    status["boundVolumeSnapshotContentName"]
-                        .as_str()
-                        .map(String::from)
-                })
-                .flatten()
-        })
-        .await
-        .unwrap_or_else(|| {
-            panic!(
-                "snapshot never ready; csi-snapshotter log:\n{}",
-                lvms_testkit::process::tail(&peers[1].log_text(), 30)
-            )
-        });
+        let content = snapshot_ready(&snaps, "snap", &peers).await;
         let contents = snapshots::api(
             &client,
             "volumesnapshotcontents",

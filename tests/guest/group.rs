@@ -8,20 +8,27 @@
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::time::Instant;
 
 use futures::FutureExt as _;
 use lvms_testkit::env;
-use lvms_testkit::guest::{Group, GroupSpec, Image, Member, WithInputs, guest_kubeconfig, image};
+use lvms_testkit::guest::{
+    Group, GroupSpec, Image, Member, UnixRelay, WithInputs, guest_kubeconfig, image,
+};
 use lvms_testkit::process::lvms_bin;
 
 /// Where the guest dials the test's kube-apiserver.
 const API_PORT_IN_GUEST: u16 = 6443;
+/// Where the guest dials the relay to a host Unix socket (an operator's CSI controller).
+pub const RELAY_PORT_IN_GUEST: u16 = 6444;
 
 /// A scenario's share of the group.
 pub struct Ctx {
     pub member: Member,
     pub image: Image,
+    /// `10.0.2.100:RELAY_PORT_IN_GUEST` in the guest reaches the socket this points at.
+    pub relay: Arc<UnixRelay>,
 }
 
 pub type ScenarioFn = fn(Ctx) -> Pin<Box<dyn Future<Output = ()> + Send>>;
@@ -41,10 +48,17 @@ pub async fn run_group(
     let (kubeconfig, certs) = guest_kubeconfig(&cp.kubeconfig, API_PORT_IN_GUEST);
     let kc_path = cp.dir.join(format!("guest-{}.kubeconfig", image.tag()));
     std::fs::write(&kc_path, kubeconfig).expect("guest kubeconfig");
+    let relay = Arc::new(UnixRelay::start().await);
     let mut spec = GroupSpec::new(&image.tag())
         .forward(API_PORT_IN_GUEST, cp.api_port)
+        .forward(RELAY_PORT_IN_GUEST, relay.port())
         .binary("lvms", lvms_bin())
         .file("kubeconfig", &kc_path);
+    // csi-sanity runs in the guest, where the node service's mounts are.
+    if scenarios.iter().any(|(name, _)| name.contains("sanity")) {
+        let bin = lvms::dev::csi_peers::peer_bin("csi-sanity").unwrap_or_else(|e| panic!("{e}"));
+        spec = spec.binary("csi-sanity", bin);
+    }
     for (name, path) in certs {
         spec = spec.file(&name, path);
     }
@@ -57,6 +71,7 @@ pub async fn run_group(
             let run = f(Ctx {
                 member: group.member(),
                 image: image.clone(),
+                relay: relay.clone(),
             });
             async move { (*name, AssertUnwindSafe(run).catch_unwind().await) }
         })

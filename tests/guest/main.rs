@@ -13,8 +13,10 @@
 mod csi;
 mod group;
 mod harness;
+mod mount;
 mod node;
 mod raid;
+mod sanity;
 mod soak;
 mod thick;
 mod thin;
@@ -41,6 +43,17 @@ const SCENARIOS: &[(&str, ScenarioFn)] = &[
     }),
     ("csi-thin", |c| {
         Box::pin(csi::thin_volumes_snapshots_restores_and_clones_are_made_as_topolvm_makes_them(c))
+    }),
+    ("csi-mount", |c| {
+        Box::pin(
+            mount::published_volumes_are_formatted_once_mounted_snapshotted_restored_and_grown(c),
+        )
+    }),
+    ("csi-mount-crash", |c| {
+        Box::pin(mount::sigkill_after_format_or_mount_never_formats_twice_or_mounts_twice(c))
+    }),
+    ("csi-sanity", |c| {
+        Box::pin(sanity::csi_sanity_passes_on_a_thick_and_a_thin_class(c))
     }),
     ("thin-validate", |c| {
         Box::pin(thin::an_inactive_pool_is_validated_and_activated_by_the_next_pass(c))

@@ -72,6 +72,8 @@ pub struct HostCtx<'a> {
     pub guest: &'a lvms_testkit::guest::JobHandle,
     /// The scenario (its client, namespace and log directory).
     pub s: &'a Scenario,
+    /// The group's relay (the guest dials `10.0.2.100:RELAY_PORT_IN_GUEST`).
+    pub relay: &'a lvms_testkit::guest::UnixRelay,
 }
 
 pub type HostHook = for<'a> fn(HostCtx<'a>) -> futures::future::BoxFuture<'a, ()>;
@@ -253,6 +255,7 @@ pub async fn run_node(ctx: Ctx, r: NodeRun<'_>) -> NodeResult {
     for (serial, mib) in &r.disks {
         job = job.disk(serial, *mib);
     }
+    let relay = ctx.relay.clone();
     let guest = ctx.member.submit(job);
 
     let s = Scenario::named(&ns).await;
@@ -260,6 +263,8 @@ pub async fn run_node(ctx: Ctx, r: NodeRun<'_>) -> NodeResult {
     // As kubelet registers vg-manager's node plugin: with TopoLVM's topology key.
     lvms_testkit::kubelet::register_with_topology(&s.client, &node).await;
     let _op = s.operator(&[], &[]);
+    // Host sides take turns: while this one runs, the guest's relay reaches its controller.
+    relay.point_at(&_op.csi_socket);
     s.create_cluster(lvm_cluster("my-lvmcluster", r.classes.clone()))
         .await;
     // A job that ends before Ready fails the test now, not after the timeout. Its own lines are
@@ -290,6 +295,7 @@ pub async fn run_node(ctx: Ctx, r: NodeRun<'_>) -> NodeResult {
             vg: r.vg.clone(),
             guest: &guest,
             s: &s,
+            relay: &relay,
         })
         .await;
     }

@@ -17,6 +17,7 @@ mod boot;
 mod group;
 mod inputs;
 mod kubeconfig;
+mod relay;
 mod run;
 mod test_args;
 
@@ -27,6 +28,7 @@ use std::sync::{Mutex, OnceLock};
 pub use group::{Group, GroupSpec, Job, JobHandle, Member};
 pub use inputs::{Inputs, WithInputs};
 pub use kubeconfig::{guest_kubeconfig, host_api_port};
+pub use relay::UnixRelay;
 pub use run::{Outcome, Run, run};
 pub use test_args::TestArgs;
 

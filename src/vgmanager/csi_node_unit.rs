@@ -1,0 +1,89 @@
+//! The node service's unit: its RPCs journal format / mount / unmount / resize steps outside
+//! any pass, and this unit, supervised like every other, resolves what a crash left open by
+//! looking at the node. Nothing is redone but an unmount: kubelet calls NodePublishVolume and
+//! NodeExpandVolume again until they succeed, and that call finds the node as the crash left it
+//! (a filesystem already made is never made again: the format step checks the signature).
+
+use lvms_actors::{Action, Done, Pass, Replayed, Steps, Unit, UnitError};
+use lvms_journal::Intent;
+
+use super::node_volumes::NodeReads;
+use super::volume_group::NodeCtx;
+use crate::csi::mountinfo;
+use crate::csi::node_actions::{NodeAction, UNIT, arg};
+use std::sync::Arc;
+
+pub struct CsiNodeUnit {
+    pub ctx: Arc<NodeCtx>,
+}
+
+fn unit_err(e: crate::csi::errors::CsiError) -> UnitError {
+    UnitError::retryable("NodeReadFailed", e.message)
+}
+
+fn needed<'a>(intent: &'a Intent, key: &str) -> Result<&'a str, UnitError> {
+    arg(&intent.args, key).ok_or_else(|| {
+        UnitError::permanent(
+            "CorruptIntent",
+            format!("{} intent has no {key}= argument", intent.action),
+        )
+    })
+}
+
+impl Unit for CsiNodeUnit {
+    fn name(&self) -> &str {
+        UNIT
+    }
+
+    async fn reconcile(&self, _steps: &Steps) -> Result<Pass, UnitError> {
+        Ok(Pass {
+            summary: "serving the CSI node service".into(),
+            requeue_after: None,
+        })
+    }
+
+    async fn replay(&self, intent: &Intent, _steps: &Steps) -> Result<Done, UnitError> {
+        let reads = NodeReads { ctx: &self.ctx };
+        let how = match NodeAction::parse(&intent.action) {
+            Some(NodeAction::Format) => {
+                let device = needed(intent, "device")?;
+                match reads.signature(device).await.map_err(unit_err)? {
+                    Some(_) => Replayed::AlreadyDone,
+                    None => Replayed::NotDone,
+                }
+            }
+            Some(NodeAction::Mount) => {
+                let target = needed(intent, "target")?;
+                let mounts = reads.mounts().await.map_err(unit_err)?;
+                match mountinfo::at(&mounts, target) {
+                    Some(_) => Replayed::AlreadyDone,
+                    None => Replayed::NotDone,
+                }
+            }
+            Some(NodeAction::Unmount) => {
+                let target = needed(intent, "target")?;
+                let mounts = reads.mounts().await.map_err(unit_err)?;
+                if mountinfo::at(&mounts, target).is_none() {
+                    Replayed::AlreadyDone
+                } else {
+                    // Kubelet is tearing the pod down: finish what it asked.
+                    self.ctx
+                        .host
+                        .run(&["umount".into(), target.into()], &[])
+                        .await
+                        .map_err(|e| UnitError::retryable("NodeCommandFailed", e.to_string()))?;
+                    Replayed::Redone
+                }
+            }
+            // Growing is idempotent and kubelet retries it.
+            Some(NodeAction::ResizeFilesystem) => Replayed::NotDone,
+            None => {
+                return Err(UnitError::permanent(
+                    "UnknownAction",
+                    format!("{} is not a CSI node action of this release", intent.action),
+                ));
+            }
+        };
+        Ok(Done::replayed(how))
+    }
+}

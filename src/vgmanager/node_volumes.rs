@@ -1,0 +1,326 @@
+//! The node service's side effects on this node: find a volume's LV, read what the node shows
+//! (device numbers, signature, mount table), and take the steps [`crate::csi::publish`] decides,
+//! each side effect a journaled step of unit [`UNIT`] (format, mount, unmount, resize). Its
+//! replay is [`super::csi_node_unit`]. A read that fails is Unavailable (kubelet retries),
+//! never "nothing mounted" or "no signature".
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+
+use futures::future::BoxFuture;
+use lvms_actors::{Done, StepSpec, Steps, UnitError};
+use lvms_journal::Journal;
+use tonic::Code;
+use tracing::info;
+
+use super::volume_group::NodeCtx;
+use super::volume_lookup::{FoundLv, find};
+use crate::csi::errors::CsiError;
+use crate::csi::mountinfo::{self, Mount};
+use crate::csi::node::NodeVolumes;
+use crate::csi::node_actions::{NodeAction, UNIT, volume_ref};
+use crate::csi::publish::{
+    Kind, PublishSpec, PublishStep, PublishView, format_argv, mount_argv, plan_publish,
+    resize_argv, signature_of,
+};
+use crate::csi::writes::csi_error;
+
+/// A freshly made filesystem's root: writable by every pod, setgid (TopoLVM's).
+const FRESH_ROOT_MODE: u32 = 0o2777;
+
+pub struct HostVolumes {
+    pub ctx: Arc<NodeCtx>,
+    pub journal: Arc<Journal>,
+}
+
+fn internal(what: &str) -> impl Fn(String) -> CsiError + '_ {
+    move |e| CsiError::internal(format!("{what}: {e}"))
+}
+
+fn unit_err(e: CsiError) -> UnitError {
+    UnitError::retryable("NodeCommandFailed", e.message)
+}
+
+/// The node's reads, shared by the service and its replay.
+pub struct NodeReads<'a> {
+    pub ctx: &'a NodeCtx,
+}
+
+impl NodeReads<'_> {
+    async fn run(&self, argv: &[String], ok: &[i32]) -> Result<String, CsiError> {
+        self.ctx
+            .host
+            .run(argv, ok)
+            .await
+            .map(|o| o.stdout)
+            .map_err(|e| CsiError::internal(e.to_string()))
+    }
+
+    pub async fn mounts(&self) -> Result<Vec<Mount>, CsiError> {
+        let text = self
+            .ctx
+            .host
+            .mount_table()
+            .map_err(|e| CsiError::unavailable(format!("reading the mount table: {e}")))?;
+        mountinfo::parse(&text).map_err(|e| CsiError::unavailable(e.to_string()))
+    }
+
+    /// `major:minor` of a block device node.
+    pub async fn device_number(&self, path: &str) -> Result<String, CsiError> {
+        let out = self
+            .run(
+                &[
+                    "lsblk".into(),
+                    "-dnro".into(),
+                    "MAJ:MIN".into(),
+                    path.into(),
+                ],
+                &[],
+            )
+            .await
+            .map_err(|e| {
+                CsiError::unavailable(format!("device number of {path}: {}", e.message))
+            })?;
+        let n = out.trim();
+        if n.contains(':') {
+            Ok(n.to_string())
+        } else {
+            Err(CsiError::unavailable(format!(
+                "lsblk gave no major:minor for {path}: {out:?}"
+            )))
+        }
+    }
+
+    /// The device's signature; blkid exits 2 when it finds none.
+    pub async fn signature(&self, device: &str) -> Result<Option<String>, CsiError> {
+        let out = self
+            .run(
+                &[
+                    "blkid".into(),
+                    "-p".into(),
+                    "-o".into(),
+                    "export".into(),
+                    device.into(),
+                ],
+                &[2],
+            )
+            .await
+            .map_err(|e| CsiError::unavailable(format!("blkid {device}: {}", e.message)))?;
+        Ok(signature_of(&out))
+    }
+
+    pub async fn lv(&self, volume_id: &str) -> Result<FoundLv, CsiError> {
+        find(self.ctx, volume_id)
+            .await
+            .map_err(|e| CsiError::unavailable(format!("reading lvm2 for {volume_id}: {e}")))?
+            .ok_or_else(|| {
+                CsiError::not_found(format!(
+                    "volume {volume_id} has no LV on node {}",
+                    self.ctx.node
+                ))
+            })
+    }
+}
+
+impl HostVolumes {
+    fn reads(&self) -> NodeReads<'_> {
+        NodeReads { ctx: &self.ctx }
+    }
+
+    fn steps(&self) -> Steps {
+        Steps::request(
+            self.journal.clone(),
+            UNIT,
+            Arc::new(AtomicU64::new(0)),
+            Some(crate::telemetry::otel::hooks()),
+        )
+    }
+
+    async fn exec(&self, argv: &[String]) -> Result<(), UnitError> {
+        self.ctx
+            .host
+            .run(argv, &[])
+            .await
+            .map(drop)
+            .map_err(|e| UnitError::retryable("NodeCommandFailed", e.to_string()))
+    }
+
+    async fn format(
+        &self,
+        spec: &PublishSpec,
+        device: &str,
+        fs_type: &str,
+    ) -> Result<(), CsiError> {
+        let step = StepSpec::new(volume_ref(&spec.volume_id), NodeAction::Format).args(vec![
+            format!("device={device}"),
+            format!("fsType={fs_type}"),
+            format!("target={}", spec.target),
+        ]);
+        self.steps()
+            .run(step, || async {
+                // The guard next to mkfs: a signature seen now (say, a format finished before a
+                // crash) is never formatted over.
+                if let Some(found) = self.reads().signature(device).await.map_err(unit_err)? {
+                    return Ok(Done::default().with_fact("found", found));
+                }
+                self.exec(&format_argv(fs_type, device)).await?;
+                info!(volume = %spec.volume_id, %device, fs_type, "formatted");
+                Ok(Done::default())
+            })
+            .await
+            .map(drop)
+            .map_err(csi_error)
+    }
+
+    async fn mount(&self, spec: &PublishSpec, device: &str, fresh: bool) -> Result<(), CsiError> {
+        let argv = mount_argv(spec, device);
+        let step = StepSpec::new(volume_ref(&spec.volume_id), NodeAction::Mount).args(vec![
+            format!("device={device}"),
+            format!("target={}", spec.target),
+            format!("argv={}", argv.join(" ")),
+        ]);
+        self.steps()
+            .run(step, || async {
+                let mounts = self.reads().mounts().await.map_err(unit_err)?;
+                if mountinfo::at(&mounts, &spec.target).is_some() {
+                    return Ok(Done::default().with_fact("found", "mounted"));
+                }
+                self.exec(&argv).await?;
+                if fresh && !spec.readonly {
+                    self.ctx
+                        .host
+                        .set_mode(Path::new(&spec.target), FRESH_ROOT_MODE)
+                        .map_err(|e| {
+                            UnitError::retryable(
+                                "NodeCommandFailed",
+                                format!("chmod {}: {e}", spec.target),
+                            )
+                        })?;
+                }
+                info!(volume = %spec.volume_id, target = %spec.target, "mounted");
+                Ok(Done::default())
+            })
+            .await
+            .map(drop)
+            .map_err(csi_error)
+    }
+
+    async fn do_publish(&self, spec: &PublishSpec) -> Result<(), CsiError> {
+        let reads = self.reads();
+        let lv = reads.lv(&spec.volume_id).await?;
+        let device = lv.device(&spec.volume_id);
+        let block = matches!(spec.kind, Kind::Block);
+        let number = reads.device_number(&device).await?;
+        let mounts = reads.mounts().await?;
+        let target_mount = mountinfo::at(&mounts, &spec.target).cloned();
+        let target_device = match (&target_mount, block) {
+            (Some(_), true) => Some(reads.device_number(&spec.target).await?),
+            _ => None,
+        };
+        let signature = if block {
+            None
+        } else {
+            reads.signature(&device).await?
+        };
+        let view = PublishView {
+            device: number,
+            signature,
+            target_mount,
+            target_device,
+        };
+        let mut fresh = false;
+        for step in plan_publish(spec, &view)? {
+            match step {
+                PublishStep::MakeTarget => self
+                    .ctx
+                    .host
+                    .make_target(Path::new(&spec.target), !block)
+                    .map_err(|e| internal("making the target")(format!("{}: {e}", spec.target)))?,
+                PublishStep::Format { fs_type } => {
+                    self.format(spec, &device, &fs_type).await?;
+                    fresh = true;
+                }
+                PublishStep::Mount => self.mount(spec, &device, fresh).await?,
+            }
+        }
+        Ok(())
+    }
+
+    async fn do_unpublish(&self, volume_id: &str, target: &str) -> Result<(), CsiError> {
+        // Mounts may be stacked (a publish retried by hand): take them all down.
+        while let Some(m) = mountinfo::at(&self.reads().mounts().await?, target).cloned() {
+            let step = StepSpec::new(volume_ref(volume_id), NodeAction::Unmount).args(vec![
+                format!("target={target}"),
+                format!("source={}", m.source),
+            ]);
+            self.steps()
+                .run(step, || async {
+                    self.exec(&["umount".into(), target.into()]).await?;
+                    info!(volume = %volume_id, %target, "unmounted");
+                    Ok(Done::default())
+                })
+                .await
+                .map_err(csi_error)?;
+        }
+        self.ctx
+            .host
+            .remove_target(Path::new(target))
+            .map(drop)
+            .map_err(|e| internal("removing the target")(format!("{target}: {e}")))
+    }
+
+    async fn do_expand(&self, volume_id: &str, path: &str) -> Result<u64, CsiError> {
+        let reads = self.reads();
+        let lv = reads.lv(volume_id).await?;
+        let mounts = reads.mounts().await?;
+        let Some(m) = mountinfo::at(&mounts, path).cloned() else {
+            return Err(CsiError::not_found(format!(
+                "volume_path {path} is not a mounted volume on node {}",
+                self.ctx.node
+            )));
+        };
+        let argv = resize_argv(&m)?;
+        let step = StepSpec::new(volume_ref(volume_id), NodeAction::ResizeFilesystem).args(vec![
+            format!("target={path}"),
+            format!("argv={}", argv.join(" ")),
+        ]);
+        self.steps()
+            .run(step, || async {
+                self.exec(&argv).await?;
+                info!(volume = %volume_id, %path, "filesystem grown");
+                Ok(Done::default())
+            })
+            .await
+            .map_err(csi_error)?;
+        lv.size.ok_or_else(|| {
+            CsiError::new(Code::Internal, format!("lvs gave no size for {volume_id}"))
+        })
+    }
+}
+
+impl NodeVolumes for HostVolumes {
+    fn lv_attr<'a>(&'a self, volume_id: &'a str) -> BoxFuture<'a, Result<Option<String>, String>> {
+        Box::pin(async move { Ok(find(&self.ctx, volume_id).await?.map(|lv| lv.attr)) })
+    }
+
+    fn publish<'a>(&'a self, spec: &'a PublishSpec) -> BoxFuture<'a, Result<(), CsiError>> {
+        Box::pin(self.do_publish(spec))
+    }
+
+    fn unpublish<'a>(
+        &'a self,
+        volume_id: &'a str,
+        target: &'a str,
+    ) -> BoxFuture<'a, Result<(), CsiError>> {
+        Box::pin(self.do_unpublish(volume_id, target))
+    }
+
+    fn expand<'a>(
+        &'a self,
+        volume_id: &'a str,
+        path: &'a str,
+    ) -> BoxFuture<'a, Result<u64, CsiError>> {
+        Box::pin(self.do_expand(volume_id, path))
+    }
+}

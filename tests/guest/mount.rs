@@ -1,0 +1,531 @@
+//! The node service on a real kernel: claims made by csi-provisioner become volumes that
+//! `lvms dev kubelet` (kubelet's calls, in the guest) publishes through vg-manager's node
+//! socket: an xfs and an ext4 filesystem formatted once and mounted, a raw block device bound
+//! at its target, each written; VolumeSnapshots of the mounted volumes (snapshot-controller,
+//! csi-snapshotter) restored into new claims that hold what was written before the snapshot
+//! and nothing written after; a clone; online growth through csi-resizer and
+//! NodeExpandVolume; NodeGetVolumeStats against `df`; unpublish; delete.
+
+use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+use k8s_openapi::api::storage::v1::StorageClass;
+use kube::Api;
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use lvms_journal::{Body, Journal};
+use lvms_testkit::eventually;
+use lvms_testkit::fixtures::csi::claim;
+use lvms_testkit::snapshots;
+use serde_json::{Value, json};
+
+use crate::csi::{SIZE, SLOW, bound_handle, snapshot_ready};
+use crate::group::Ctx;
+use crate::node::{HostCtx, NodeRun, run_node};
+use crate::thin::{POOL, thin_class};
+
+/// The size the two filesystems grow to.
+const GROWN: &str = "400Mi";
+
+/// In the guest, once the class is Ready (`$NS`, `$VG`, `$VGM` set): kubelet's part.
+const GUEST: &str = r#"
+K() { KUBECONFIG=/work/kubeconfig /work/lvms dev kubelet "$@" --socket $VGM/csi.sock --timeout-secs 900; }
+call() { what=$1; shift; K "$@" >>"$GUEST_OUT/kubelet.log" 2>&1 || fail "kubelet $what failed: $(tail -3 "$GUEST_OUT/kubelet.log")" 30; }
+M=/mnt/kubelet
+call publish publish --claim "$NS/data" --target $M/data
+call publish publish --claim "$NS/data4" --target $M/data4
+call publish publish --claim "$NS/blk" --target $M/blk
+for v in data data4; do
+  echo "written to $v before the snapshot" >$M/$v/before
+done
+sync
+# The block volume: a pattern written through the bound device node, read back.
+dd if=/dev/urandom of=/tmp/pattern bs=64k count=16 2>/dev/null
+dd if=/tmp/pattern of=$M/blk bs=64k conv=fsync 2>/dev/null || fail "writing the block volume" 31
+dd if=$M/blk of=/tmp/back bs=64k count=16 2>/dev/null
+cmp /tmp/pattern /tmp/back && echo ok >"$GUEST_OUT/block-ok"
+# The filesystem on each volume's device (mountinfo: `... - fstype source options`).
+source_of() { awk -v t="$1" '$5 == t { for (i = 1; i <= NF; i++) if ($i == "-") print $(i + 2) }' /proc/self/mountinfo; }
+for v in data data4; do
+  blkid -p -o export "$(source_of $M/$v)" | grep '^TYPE=' >"$GUEST_OUT/fstype-$v"
+done
+grep " $M/" /proc/self/mountinfo >"$GUEST_OUT/mounts-published.txt"
+stat -c %a $M/data >"$GUEST_OUT/mode-data"
+echo "LVMS-JOB-MARK $JOB written" >/dev/console
+# The host snapshots both, clones data, grows data and data4, then makes the restores: a
+# restore that is Bound means the snapshots were taken.
+call publish publish --claim "$NS/restore" --target $M/restore
+for v in data data4; do echo "written to $v after the snapshot" >$M/$v/after; done
+sync
+call publish publish --claim "$NS/restore4" --target $M/restore4
+call publish publish --claim "$NS/clone" --target $M/clone
+for r in restore:data restore4:data4 clone:data; do
+  to=${r%%:*}; from=${r##*:}
+  cmp $M/$from/before $M/$to/before && echo before >>"$GUEST_OUT/check-$to"
+  [ -e $M/$to/after ] && echo after >>"$GUEST_OUT/check-$to"
+  echo done >>"$GUEST_OUT/check-$to"
+done
+for v in data data4; do
+  df -B1 --output=size $M/$v | tail -1 | tr -d ' ' >"$GUEST_OUT/size-before-$v"
+  call expand expand --claim "$NS/$v" --target $M/$v
+  df -B1 --output=size $M/$v | tail -1 | tr -d ' ' >"$GUEST_OUT/size-after-$v"
+done
+K stats --claim "$NS/data" --target $M/data >"$GUEST_OUT/stats-data.json" 2>>"$GUEST_OUT/kubelet.log"
+df -B1 --output=size,used,avail,itotal,iused,iavail $M/data | tail -1 >"$GUEST_OUT/df-data.txt"
+K stats --claim "$NS/blk" --target $M/blk >"$GUEST_OUT/stats-blk.json" 2>>"$GUEST_OUT/kubelet.log"
+for v in data data4 blk restore restore4 clone; do
+  call unpublish unpublish --claim "$NS/$v" --target $M/$v
+done
+# Unpublished twice: a target that is gone is success.
+call unpublish unpublish --claim "$NS/data" --target $M/data
+grep " $M/" /proc/self/mountinfo >"$GUEST_OUT/mounts-after.txt"
+ls -A $M >"$GUEST_OUT/targets-after.txt"
+echo "LVMS-JOB-MARK $JOB checked" >/dev/console
+tagged() { lvs --noheadings -o lv_name -S lv_tags=lvms-volume "$VG" 2>/dev/null | wc -l; }
+i=0
+until [ "$(tagged)" -eq 0 ]; do
+  i=$((i+1)); [ $i -gt 900 ] && fail "the CSI volumes were never removed" 17; sleep 1
+done
+"#;
+
+/// A StorageClass of the scenario's device class with another filesystem.
+fn storage_class(name: &str, vg: &str, fs_type: &str) -> StorageClass {
+    serde_json::from_value(json!({
+        "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+        "metadata": {"name": name},
+        "provisioner": "topolvm.io",
+        "parameters": {"topolvm.io/device-class": vg, "csi.storage.k8s.io/fstype": fs_type},
+        "allowVolumeExpansion": true,
+        "volumeBindingMode": "WaitForFirstConsumer",
+    }))
+    .expect("a StorageClass")
+}
+
+fn host(h: HostCtx<'_>) -> futures::future::BoxFuture<'_, ()> {
+    Box::pin(async move {
+        let client = h.s.client.clone();
+        let ns = h.s.ns.name.clone();
+        snapshots::install_api(&client).await;
+        let pp = PatchParams::apply("lvms-test").force();
+        let class = format!("snap-{}", h.vg);
+        snapshots::api(
+            &client,
+            "volumesnapshotclasses",
+            "VolumeSnapshotClass",
+            None,
+        )
+        .patch(&class, &pp, &Patch::Apply(&snapshots::class(&class)))
+        .await
+        .expect("VolumeSnapshotClass");
+        let ext4 = format!("ext4-{}", h.vg);
+        let scs: Api<StorageClass> = Api::all(client.clone());
+        scs.create(&PostParams::default(), &storage_class(&ext4, &h.vg, "ext4"))
+            .await
+            .expect("the ext4 StorageClass");
+        let kubeconfig = &lvms_testkit::env::env().cp.kubeconfig;
+        let mut peers = snapshots::controllers(&h.socket, kubeconfig, &h.s.dir, "240s");
+        peers.push(
+            lvms::dev::csi_peers::Sidecar::start(
+                "csi-resizer",
+                &[
+                    "--leader-election=false".into(),
+                    "--timeout=240s".into(),
+                    "--retry-interval-start=500ms".into(),
+                    format!("--csi-address={}", h.socket.display()),
+                ],
+                &[],
+                kubeconfig,
+                &h.s.dir.join("csi-resizer.log"),
+            )
+            .unwrap_or_else(|e| panic!("{e}")),
+        );
+        let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), &ns);
+        let sc = format!("lvms-{}", h.vg);
+        let make = |name: &'static str, class: &str, source: Option<Value>, block: bool| {
+            let pvcs = pvcs.clone();
+            let mut c = claim(name, class, SIZE, &h.node, source);
+            if block {
+                c.spec.as_mut().expect("spec").volume_mode = Some("Block".into());
+            }
+            async move { pvcs.create(&PostParams::default(), &c).await.expect(name) }
+        };
+        make("data", &sc, None, false).await;
+        make("data4", &ext4, None, false).await;
+        make("blk", &sc, None, true).await;
+        h.guest.mark("written").await;
+
+        let snaps = snapshots::api(&client, "volumesnapshots", "VolumeSnapshot", Some(&ns));
+        for (snap, of) in [("snap", "data"), ("snap4", "data4")] {
+            snaps
+                .patch(
+                    snap,
+                    &pp,
+                    &Patch::Apply(&snapshots::snapshot(snap, &class, of)),
+                )
+                .await
+                .expect("VolumeSnapshot");
+        }
+        for snap in ["snap", "snap4"] {
+            snapshot_ready(&snaps, snap, &peers).await;
+        }
+        // The clone before the growth (a clone asks at least its source's size).
+        make(
+            "clone",
+            &sc,
+            Some(json!({"kind": "PersistentVolumeClaim", "name": "data"})),
+            false,
+        )
+        .await;
+        bound_handle(&h, "clone", &peers).await;
+        let grow = json!({"spec": {"resources": {"requests": {"storage": GROWN}}}});
+        for v in ["data", "data4"] {
+            pvcs.patch(v, &PatchParams::default(), &Patch::Merge(&grow))
+                .await
+                .expect("grow the claim");
+        }
+        let from = |snap: &str| {
+            Some(
+                json!({"apiGroup": "snapshot.storage.k8s.io", "kind": "VolumeSnapshot", "name": snap}),
+            )
+        };
+        make("restore", &sc, from("snap"), false).await;
+        make("restore4", &ext4, from("snap4"), false).await;
+        h.guest.mark("checked").await;
+
+        for name in ["restore", "restore4", "clone", "blk"] {
+            pvcs.delete(name, &DeleteParams::default())
+                .await
+                .expect(name);
+        }
+        for snap in ["snap", "snap4"] {
+            snaps
+                .delete(snap, &DeleteParams::default())
+                .await
+                .expect(snap);
+        }
+        for name in ["data", "data4"] {
+            pvcs.delete(name, &DeleteParams::default())
+                .await
+                .expect(name);
+        }
+        let pvs: Api<k8s_openapi::api::core::v1::PersistentVolume> = Api::all(client.clone());
+        let gone = eventually(SLOW, || async {
+            let left = pvs.list(&ListParams::default()).await.ok()?.items.len();
+            (left == 0).then_some(())
+        })
+        .await;
+        assert!(gone.is_some(), "PVs stayed after their claims were deleted");
+        drop(peers);
+        snapshots::remove_api(&client).await;
+        scs.delete(&ext4, &DeleteParams::default())
+            .await
+            .expect("delete the ext4 class");
+    })
+}
+
+/// `df`'s figures for the data volume (size used avail itotal iused iavail) and the stats the
+/// node service reported at the same moment.
+fn assert_stats_match_df(stats: &Value, df: &str) {
+    let df: Vec<i64> = df
+        .split_whitespace()
+        .map(|n| n.parse().expect("df figures"))
+        .collect();
+    let usage = |unit: &str| {
+        stats["usage"]
+            .as_array()
+            .and_then(|u| u.iter().find(|x| x["unit"] == unit))
+            .cloned()
+            .unwrap_or_else(|| panic!("no {unit} usage in {stats}"))
+    };
+    let (b, i) = (usage("BYTES"), usage("INODES"));
+    assert_eq!(
+        [&b["total"], &b["used"], &b["available"]].map(|v| v.as_i64().unwrap_or(-1)),
+        [df[0], df[1], df[2]],
+        "bytes as df reports them: {stats}"
+    );
+    assert_eq!(
+        [&i["total"], &i["used"], &i["available"]].map(|v| v.as_i64().unwrap_or(-1)),
+        [df[3], df[4], df[5]],
+        "inodes as df reports them: {stats}"
+    );
+    assert_eq!(stats["abnormal"], false, "{stats}");
+}
+
+/// Claims published as kubelet publishes them, on a real kernel: xfs and ext4 formatted once
+/// and mounted, a block volume bound; snapshots restored with the data from before and not
+/// after; a clone; online growth; stats equal to `df`; unpublished and deleted.
+pub async fn published_volumes_are_formatted_once_mounted_snapshotted_restored_and_grown(ctx: Ctx) {
+    let vg = format!("m{}", std::process::id());
+    let after = format!("NS=guest-csi-mount-{} VG={vg}\n{GUEST}", std::process::id());
+    let r = run_node(
+        ctx,
+        NodeRun {
+            pool: Some(POOL),
+            after_ready: &after,
+            host: Some(host),
+            ..NodeRun::new(
+                "csi-mount",
+                &vg,
+                thin_class(&vg, &["mnt0"]),
+                vec![("mnt0", 1024)],
+            )
+        },
+    )
+    .await;
+    let out = &r.out;
+    assert_eq!(
+        out.read("fstype-data").trim(),
+        "TYPE=xfs",
+        "the class's fstype"
+    );
+    assert_eq!(
+        out.read("fstype-data4").trim(),
+        "TYPE=ext4",
+        "the StorageClass's fstype"
+    );
+    assert_eq!(
+        out.read("mode-data").trim(),
+        "2777",
+        "a fresh filesystem's root"
+    );
+    let published = out.read("mounts-published.txt");
+    assert!(
+        published.contains("/mnt/kubelet/data ") && published.contains("nouuid"),
+        "xfs mounted with nouuid: {published}"
+    );
+    assert!(published.contains("/mnt/kubelet/blk "), "{published}");
+    assert_eq!(
+        out.read("block-ok").trim(),
+        "ok",
+        "the block volume reads back"
+    );
+    for restored in ["restore", "restore4"] {
+        assert_eq!(
+            out.read(&format!("check-{restored}")).trim(),
+            "before\ndone",
+            "{restored} holds what was written before the snapshot and nothing after"
+        );
+    }
+    assert!(
+        out.read("check-clone").starts_with("before"),
+        "the clone holds its source's data"
+    );
+    for v in ["data", "data4"] {
+        let size = |f: &str| -> u64 { out.read(&format!("{f}-{v}")).trim().parse().expect(f) };
+        assert!(
+            size("size-after") > size("size-before") + (64 << 20),
+            "{v}'s filesystem grew online: {} → {}",
+            size("size-before"),
+            size("size-after")
+        );
+    }
+    let stats: Value = serde_json::from_str(out.read("stats-data.json").trim()).expect("stats");
+    assert_stats_match_df(&stats, &out.read("df-data.txt"));
+    let blk: Value = serde_json::from_str(out.read("stats-blk.json").trim()).expect("stats");
+    assert_eq!(
+        blk["usage"][0]["total"].as_i64(),
+        Some(300 << 20),
+        "a block volume reports its size: {blk}"
+    );
+    assert_eq!(
+        out.read("mounts-after.txt").trim(),
+        "",
+        "every target unmounted"
+    );
+    assert_eq!(
+        out.read("targets-after.txt").trim(),
+        "",
+        "every target removed"
+    );
+
+    // The journal: one format per fresh volume (data, data4; never a restore or clone), one
+    // mount per publish, nothing open.
+    let j = Journal::open_copy(out.out.join("journal/vg-manager")).expect("the guest's journal");
+    let intents: Vec<_> = j
+        .iter()
+        .filter_map(Result::ok)
+        .filter_map(|r| match r.body {
+            Body::Intent(i) if i.unit == "csi-node" => Some(i),
+            _ => None,
+        })
+        .collect();
+    let count = |action: &str| intents.iter().filter(|i| i.action == action).count();
+    assert_eq!(
+        count("format"),
+        2,
+        "data and data4 formatted, once each: {intents:#?}"
+    );
+    assert_eq!(count("mount"), 6, "one mount per publish");
+    assert_eq!(count("unmount"), 6, "one unmount per published volume");
+    assert_eq!(count("resize-filesystem"), 2);
+    assert!(j.open_intents().expect("open intents").is_empty());
+}
+
+/// In the guest: vg-manager SIGKILLed after mkfs and before the format's outcome, then after
+/// the mount and before its outcome; kubelet's publish is retried across each restart.
+const CRASH_GUEST: &str = r#"
+K() { KUBECONFIG=/work/kubeconfig /work/lvms dev kubelet "$@" --socket $VGM/csi.sock --timeout-secs 900; }
+M=/mnt/kubelet-crash
+vol() { lvs --noheadings -o lv_name -S lv_tags=lvms-volume "$VG" | tr -d ' '; }
+uuid() { blkid -p -o export "/dev/$VG/$(vol)" | grep '^UUID=' || echo none; }
+mounts() { grep -c " $M/one " /proc/self/mountinfo || true; }
+killed_at() { # crash point, tag
+  kill $vgm; wait $vgm 2>/dev/null
+  LVMS_CRASH_AT="$1" start
+  K publish --claim "$NS/one" --target $M/one >>"$GUEST_OUT/kubelet.log" 2>&1 &
+  pub=$!
+  wait $vgm; echo $? >"$GUEST_OUT/status-$2"
+  uuid >"$GUEST_OUT/uuid-killed-$2"; mounts >"$GUEST_OUT/mounts-killed-$2"
+  unset LVMS_CRASH_AT; start
+  wait $pub || fail "kubelet's publish never succeeded after the $2 kill: $(tail -3 "$GUEST_OUT/kubelet.log")" 32
+  uuid >"$GUEST_OUT/uuid-$2"; mounts >"$GUEST_OUT/mounts-$2"
+}
+killed_at 'applied:csi-node#format' format
+echo "written before the kill" >$M/one/data; sync
+K unpublish --claim "$NS/one" --target $M/one >>"$GUEST_OUT/kubelet.log" 2>&1 || fail unpublish 33
+killed_at 'applied:csi-node#mount' mount
+cat $M/one/data >"$GUEST_OUT/data-after"
+K unpublish --claim "$NS/one" --target $M/one >>"$GUEST_OUT/kubelet.log" 2>&1 || fail unpublish 33
+echo "LVMS-JOB-MARK $JOB checked" >/dev/console
+i=0
+until [ -z "$(vol)" ]; do
+  i=$((i+1)); [ $i -gt 900 ] && fail "the CSI volume was never removed" 17; sleep 1
+done
+"#;
+
+fn crash_host(h: HostCtx<'_>) -> futures::future::BoxFuture<'_, ()> {
+    Box::pin(async move {
+        let kubeconfig = &lvms_testkit::env::env().cp.kubeconfig;
+        let provisioner = lvms::dev::csi_peers::Sidecar::start(
+            "csi-provisioner",
+            &[
+                "--feature-gates=Topology=true".into(),
+                "--extra-create-metadata".into(),
+                "--leader-election=false".into(),
+                "--retry-interval-start=500ms".into(),
+                "--retry-interval-max=5s".into(),
+                "--timeout=240s".into(),
+                format!("--csi-address={}", h.socket.display()),
+            ],
+            &[],
+            kubeconfig,
+            &h.s.dir.join("csi-provisioner.log"),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(h.s.client.clone(), &h.s.ns.name);
+        pvcs.create(
+            &PostParams::default(),
+            &claim("one", &format!("lvms-{}", h.vg), SIZE, &h.node, None),
+        )
+        .await
+        .expect("claim");
+        h.guest.mark("checked").await;
+        pvcs.delete("one", &DeleteParams::default())
+            .await
+            .expect("delete");
+        let pvs: Api<k8s_openapi::api::core::v1::PersistentVolume> = Api::all(h.s.client.clone());
+        let gone = eventually(SLOW, || async {
+            (pvs.list(&ListParams::default())
+                .await
+                .ok()?
+                .items
+                .is_empty())
+            .then_some(())
+        })
+        .await;
+        assert!(gone.is_some(), "the PV stayed after its claim was deleted");
+        drop(provisioner);
+    })
+}
+
+/// SIGKILL of vg-manager after mkfs and before the format's outcome, and after the mount and
+/// before its outcome: after each restart kubelet's retried publish succeeds, the device was
+/// formatted once (same filesystem UUID), the target is mounted once, the data written before
+/// the second kill is there, and replay closed each open intent as already done.
+pub async fn sigkill_after_format_or_mount_never_formats_twice_or_mounts_twice(ctx: Ctx) {
+    let vg = format!("k{}", std::process::id());
+    let after = format!(
+        "NS=guest-csi-mount-crash-{} VG={vg}\n{CRASH_GUEST}",
+        std::process::id()
+    );
+    let r = run_node(
+        ctx,
+        NodeRun {
+            pool: Some(POOL),
+            after_ready: &after,
+            host: Some(crash_host),
+            ..NodeRun::new(
+                "csi-mount-crash",
+                &vg,
+                thin_class(&vg, &["mntk0"]),
+                vec![("mntk0", 512)],
+            )
+        },
+    )
+    .await;
+    let out = &r.out;
+    for tag in ["format", "mount"] {
+        assert_eq!(
+            out.read(&format!("status-{tag}")).trim(),
+            "137",
+            "vg-manager SIGKILLed itself at the {tag} crash point"
+        );
+    }
+    let uuid = out.read("uuid-killed-format");
+    assert!(
+        uuid.starts_with("UUID="),
+        "mkfs ran before the kill: {uuid}"
+    );
+    for f in ["uuid-format", "uuid-killed-mount", "uuid-mount"] {
+        assert_eq!(out.read(f), uuid, "{f}: never formatted again");
+    }
+    assert_eq!(out.read("mounts-killed-format").trim(), "0");
+    assert_eq!(out.read("mounts-format").trim(), "1");
+    assert_eq!(
+        out.read("mounts-killed-mount").trim(),
+        "1",
+        "mounted before the kill"
+    );
+    assert_eq!(
+        out.read("mounts-mount").trim(),
+        "1",
+        "and not mounted again"
+    );
+    assert_eq!(out.read("data-after").trim(), "written before the kill");
+
+    let j = Journal::open_copy(out.out.join("journal/vg-manager")).expect("the guest's journal");
+    let recs: Vec<_> = j.iter().filter_map(Result::ok).collect();
+    let intents: Vec<_> = recs
+        .iter()
+        .filter(|r| matches!(&r.body, Body::Intent(i) if i.unit == "csi-node"))
+        .collect();
+    let of = |action: &str| -> Vec<_> {
+        intents
+            .iter()
+            .filter(|r| matches!(&r.body, Body::Intent(i) if i.action == action))
+            .collect()
+    };
+    let verdict = |seq| {
+        recs.iter().find_map(|o| match &o.body {
+            Body::Outcome(d) if d.intent_seq == seq => Some(
+                d.result
+                    .done()
+                    .and_then(|d| d.replay)
+                    .map(|v| v.as_str().to_string()),
+            ),
+            _ => None,
+        })
+    };
+    let formats = of("format");
+    assert_eq!(formats.len(), 1, "one format: {intents:#?}");
+    assert_eq!(
+        verdict(formats[0].seq),
+        Some(Some("already-done".into())),
+        "replay found the filesystem the killed life made"
+    );
+    let mounts = of("mount");
+    assert_eq!(
+        mounts.len(),
+        2,
+        "one mount per publish that mounted: {intents:#?}"
+    );
+    assert_eq!(verdict(mounts[1].seq), Some(Some("already-done".into())));
+    assert!(j.open_intents().expect("open intents").is_empty());
+}
