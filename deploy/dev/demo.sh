@@ -6,11 +6,14 @@
 # node-b runs on this host with a loop-device disk. node-a runs where device-mapper works, so
 # its class is a thin class with a live pool: on this host when it has device-mapper, otherwise
 # (containers, CI) in the real-kernel test guest (QEMU, Debian cloud kernel; built once into
-# ~/.cache/lvms-test-bins), reaching the API server through one loopback forward. There a thin
-# volume is also cut from the pool, formatted and mounted, as TopoLVM does for a PVC.
-# Then a PVC on node-b's class goes through the real csi-provisioner (built with the test peers)
-# and lvms's CSI controller: Bound, its LogicalVolume, the LV in lvs, the node's capacity
-# annotation before and after, and the volume's story in the node journal.
+# ~/.cache/lvms-test-bins), reaching the API server through one loopback forward. There a PVC
+# goes all the way: csi-provisioner and lvms's CSI controller make its thin LV, the node service
+# (called by `lvms dev kubelet`, kubelet's part) formats and mounts it, a file is written, the
+# real snapshot-controller and csi-snapshotter take a VolumeSnapshot, a PVC restored from it is
+# mounted and the file read back.
+# Then a PVC on node-b's class (lvm2 metadata only on this host) shows Bound, its LogicalVolume,
+# the LV in lvs, the node's capacity annotation before and after, and the volume's story in the
+# node journal.
 # LVMS_DEMO_GUEST=1 / 0 forces the guest on / off. Cleans up on exit.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -111,17 +114,33 @@ else
   host_node node-a
   A_DISK=$LINKS/node-a-disk1
 fi
+CSI_PEERS=${LVMS_TEST_BINS_CACHE:-$HOME/.cache/lvms-test-bins}/csi-provisioner-v6.4.0-resizer-v2.3.0-snapshotter-v8.6.0-sanity-v5.4.0
+[ -x "$CSI_PEERS/bin/csi-provisioner" ] || { echo "demo: no $CSI_PEERS/bin/csi-provisioner: run deploy/dev/build-test-bins.sh" >&2; exit 1; }
+if [ "$LVMS_DEMO_GUEST" = 1 ]; then
+  # The VolumeSnapshot API before the operator starts: it then makes the thin class's
+  # VolumeSnapshotClass, as LVMS does when the API is there.
+  for crd in volumesnapshotclasses volumesnapshotcontents volumesnapshots; do
+    kubectl apply --server-side -f "$CSI_PEERS/crds/snapshot.storage.k8s.io_$crd.yaml" >/dev/null
+  done
+  kubectl wait --for=condition=Established --timeout=60s crd/volumesnapshots.snapshot.storage.k8s.io >/dev/null
+fi
 echo "--- lvms operator (journal in $LVMS_DEV_DIR/journal, log in $LVMS_DEV_DIR/operator.log)"
 CSI_SOCK=$LVMS_DEV_DIR/csi-topolvm.sock
 NAMESPACE=$NS $LVMS operator --journal-dir "$LVMS_DEV_DIR/journal" --diagnostics-addr 127.0.0.1:0 \
   --vg-manager-image localhost/lvms:dev --csi-socket "$CSI_SOCK" >"$LVMS_DEV_DIR/operator.log" 2>&1 &
 pids+=($!)
-# The upstream csi-provisioner on the operator's socket, as in LVMS's Deployment.
-CSI_PEERS=${LVMS_TEST_BINS_CACHE:-$HOME/.cache/lvms-test-bins}/csi-provisioner-v6.4.0-resizer-v2.3.0-snapshotter-v8.6.0-sanity-v5.4.0/bin
-[ -x "$CSI_PEERS/csi-provisioner" ] || { echo "demo: no $CSI_PEERS/csi-provisioner: run deploy/dev/build-test-bins.sh" >&2; exit 1; }
-"$CSI_PEERS/csi-provisioner" --csi-address="$CSI_SOCK" --kubeconfig="$KUBECONFIG" --feature-gates=Topology=true \
-  --extra-create-metadata --leader-election=false --timeout=30s >"$LVMS_DEV_DIR/csi-provisioner.log" 2>&1 &
+# The upstream csi-provisioner on the operator's socket, as in LVMS's Deployment (and, with the
+# snapshot API, csi-snapshotter and the cluster's snapshot-controller).
+"$CSI_PEERS/bin/csi-provisioner" --csi-address="$CSI_SOCK" --kubeconfig="$KUBECONFIG" --feature-gates=Topology=true \
+  --extra-create-metadata --leader-election=false --timeout=120s >"$LVMS_DEV_DIR/csi-provisioner.log" 2>&1 &
 pids+=($!)
+if [ "$LVMS_DEMO_GUEST" = 1 ]; then
+  "$CSI_PEERS/bin/snapshot-controller" --kubeconfig="$KUBECONFIG" --leader-election=false >"$LVMS_DEV_DIR/snapshot-controller.log" 2>&1 &
+  pids+=($!)
+  "$CSI_PEERS/bin/csi-snapshotter" --csi-address="$CSI_SOCK" --kubeconfig="$KUBECONFIG" --leader-election=false \
+    --extra-create-metadata --timeout=120s >"$LVMS_DEV_DIR/csi-snapshotter.log" 2>&1 &
+  pids+=($!)
+fi
 kubectl -n "$NS" apply -f - <<YAML
 apiVersion: lvm.topolvm.io/v1alpha1
 kind: LVMCluster
@@ -152,11 +171,50 @@ echo "--- node statuses written by the vg-managers:"
 for n in node-a node-b; do kubectl -n "$NS" get lvmvolumegroupnodestatus "$n" -o jsonpath='{.metadata.name}: {.spec.nodeStatus[*].name} {.spec.nodeStatus[*].status} {.spec.nodeStatus[*].devices}{"\n"}'; done
 if [ "$LVMS_DEMO_GUEST" = 1 ]; then
   echo "--- this host's lvm2 sees node-b's VG:"; vgs --config "$LVMCONF" demo-b
-  # The guest shows its pool, then a thin volume made, formatted, mounted and removed.
-  until grep -q "LVMS-DEMO shown" "$guest_log"; do
-    kill -0 "$guest_pid" 2>/dev/null || { echo "demo: the guest ended early (see $guest_log)" >&2; exit 1; }
-    sleep 1
-  done
+  guest_says() { # mark: wait for the guest's console to show it
+    until grep -q "LVMS-DEMO $1" "$guest_log"; do
+      kill -0 "$guest_pid" 2>/dev/null || { echo "demo: the guest ended early (see $guest_log)" >&2; exit 1; }
+      sleep 1
+    done
+  }
+  echo "--- a PVC on node-a's thin class lvms-demo-a (the demo writes the scheduler's selected-node); node-a publishes it"
+  kubectl -n default apply -f - <<'YAML'
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: photos, annotations: {volume.kubernetes.io/selected-node: node-a}}
+spec: {accessModes: [ReadWriteOnce], storageClassName: lvms-demo-a, resources: {requests: {storage: 320Mi}}}
+YAML
+  guest_says written
+  kubectl -n default get pvc photos
+  echo "--- a VolumeSnapshot of the mounted PVC (class lvms-demo-a, made by the operator), then a PVC restored from it"
+  kubectl get volumesnapshotclass
+  kubectl -n default apply -f - <<'YAML'
+apiVersion: snapshot.storage.k8s.io/v1
+kind: VolumeSnapshot
+metadata: {name: photos-snap}
+spec: {volumeSnapshotClassName: lvms-demo-a, source: {persistentVolumeClaimName: photos}}
+YAML
+  kubectl -n default wait volumesnapshot/photos-snap --for=jsonpath='{.status.readyToUse}'=true --timeout=300s || {
+    echo "demo: the snapshot is not ready; csi-snapshotter's log tail:" >&2; tail -20 "$LVMS_DEV_DIR/csi-snapshotter.log" >&2; exit 1
+  }
+  kubectl -n default get volumesnapshot photos-snap
+  kubectl -n default apply -f - <<'YAML'
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: photos-restore, annotations: {volume.kubernetes.io/selected-node: node-a}}
+spec:
+  accessModes: [ReadWriteOnce]
+  storageClassName: lvms-demo-a
+  resources: {requests: {storage: 320Mi}}
+  dataSource: {apiGroup: snapshot.storage.k8s.io, kind: VolumeSnapshot, name: photos-snap}
+YAML
+  guest_says shown
+  kubectl -n default get pvc
+  kubectl -n default delete pvc photos-restore
+  kubectl -n default delete volumesnapshot photos-snap
+  kubectl -n default delete pvc photos
+  until [ -z "$(kubectl get pv -o name)" ]; do sleep 1; done
+  echo "PVCs and snapshot deleted: their PVs, snapshot content and LVs are gone"
 else
   echo "--- lvm2 sees:"; vgs --config "$LVMCONF" demo-a demo-b
   echo "--- node-a's lvmd.yaml:"; cat "$LVMS_DEV_DIR/node-a/lvmd.yaml"

@@ -57,6 +57,7 @@ async fn volume_stats_match_df_and_a_lost_lv_is_abnormal() {
         caps,
         [
             NodeRpc::GetVolumeStats as i32,
+            NodeRpc::ExpandVolume as i32,
             NodeRpc::VolumeCondition as i32
         ]
     );

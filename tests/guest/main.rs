@@ -52,7 +52,7 @@ const SCENARIOS: &[(&str, ScenarioFn)] = &[
     ("csi-mount-crash", |c| {
         Box::pin(mount::sigkill_after_format_or_mount_never_formats_twice_or_mounts_twice(c))
     }),
-    ("csi-sanity", |c| {
+    ("sanity", |c| {
         Box::pin(sanity::csi_sanity_passes_on_a_thick_and_a_thin_class(c))
     }),
     ("thin-validate", |c| {

@@ -72,8 +72,6 @@ pub struct HostCtx<'a> {
     pub guest: &'a lvms_testkit::guest::JobHandle,
     /// The scenario (its client, namespace and log directory).
     pub s: &'a Scenario,
-    /// The group's relay (the guest dials `10.0.2.100:RELAY_PORT_IN_GUEST`).
-    pub relay: &'a lvms_testkit::guest::UnixRelay,
 }
 
 pub type HostHook = for<'a> fn(HostCtx<'a>) -> futures::future::BoxFuture<'a, ()>;
@@ -295,7 +293,6 @@ pub async fn run_node(ctx: Ctx, r: NodeRun<'_>) -> NodeResult {
             vg: r.vg.clone(),
             guest: &guest,
             s: &s,
-            relay: &relay,
         })
         .await;
     }

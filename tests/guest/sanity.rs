@@ -64,7 +64,7 @@ pub async fn csi_sanity_passes_on_a_thick_and_a_thin_class(ctx: Ctx) {
             pool: Some(POOL),
             after_ready: &after,
             ..NodeRun::new(
-                "csi-sanity",
+                "sanity",
                 &thin,
                 classes,
                 vec![("sant0", 1024), ("sann0", 1024)],
