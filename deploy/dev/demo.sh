@@ -157,6 +157,14 @@ $([ "$LVMS_DEMO_GUEST" = 1 ] && echo "      thinPoolConfig: {name: thin-pool-1, 
       deviceSelector: {paths: [$LINKS/node-b-disk1]}
       nodeSelector: {nodeSelectorTerms: [{matchExpressions: [{key: kubernetes.io/hostname, operator: In, values: [node-b]}]}]}
 YAML
+claim() { # name, class, node, size [, data source]: a claim the scheduler has put on node
+  kubectl -n default apply -f - >/dev/null <<YAML
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: $1, annotations: {volume.kubernetes.io/selected-node: $3}}
+spec: {accessModes: [ReadWriteOnce], storageClassName: $2, resources: {requests: {storage: $4}}${5:+, dataSource: $5}}
+YAML
+}
 # Software emulation: the guest's node takes a minute or two.
 kubectl -n "$NS" wait lvmcluster/my-lvmcluster --for=jsonpath='{.status.state}'=Ready --timeout=300s || {
   echo "demo: the LVMCluster is not Ready; its status and the node statuses:" >&2
@@ -178,12 +186,7 @@ if [ "$LVMS_DEMO_GUEST" = 1 ]; then
     done
   }
   echo "--- a PVC on node-a's thin class lvms-demo-a (the demo writes the scheduler's selected-node); node-a publishes it"
-  kubectl -n default apply -f - <<'YAML'
-apiVersion: v1
-kind: PersistentVolumeClaim
-metadata: {name: photos, annotations: {volume.kubernetes.io/selected-node: node-a}}
-spec: {accessModes: [ReadWriteOnce], storageClassName: lvms-demo-a, resources: {requests: {storage: 320Mi}}}
-YAML
+  claim photos lvms-demo-a node-a 320Mi
   guest_says written
   kubectl -n default get pvc photos
   echo "--- a VolumeSnapshot of the mounted PVC (class lvms-demo-a, made by the operator), then a PVC restored from it"
@@ -198,16 +201,8 @@ YAML
     echo "demo: the snapshot is not ready; csi-snapshotter's log tail:" >&2; tail -20 "$LVMS_DEV_DIR/csi-snapshotter.log" >&2; exit 1
   }
   kubectl -n default get volumesnapshot photos-snap
-  kubectl -n default apply -f - <<'YAML'
-apiVersion: v1
-kind: PersistentVolumeClaim
-metadata: {name: photos-restore, annotations: {volume.kubernetes.io/selected-node: node-a}}
-spec:
-  accessModes: [ReadWriteOnce]
-  storageClassName: lvms-demo-a
-  resources: {requests: {storage: 320Mi}}
-  dataSource: {apiGroup: snapshot.storage.k8s.io, kind: VolumeSnapshot, name: photos-snap}
-YAML
+  claim photos-restore lvms-demo-a node-a 320Mi \
+    '{apiGroup: snapshot.storage.k8s.io, kind: VolumeSnapshot, name: photos-snap}'
   guest_says shown
   kubectl -n default get pvc
   kubectl -n default delete pvc photos-restore
@@ -224,12 +219,7 @@ kubectl -n "$NS" get events.events.k8s.io
 echo "--- a PVC on lvms-demo-b (WaitForFirstConsumer; the demo writes the scheduler's selected-node)"
 cap() { kubectl get node node-b -o jsonpath='{.metadata.annotations.capacity\.topolvm\.io/demo-b}'; }
 echo "node-b capacity.topolvm.io/demo-b before: $(cap)"
-kubectl -n default apply -f - <<'YAML'
-apiVersion: v1
-kind: PersistentVolumeClaim
-metadata: {name: data, annotations: {volume.kubernetes.io/selected-node: node-b}}
-spec: {accessModes: [ReadWriteOnce], storageClassName: lvms-demo-b, resources: {requests: {storage: 300Mi}}}
-YAML
+claim data lvms-demo-b node-b 300Mi
 kubectl -n default wait pvc/data --for=jsonpath='{.status.phase}'=Bound --timeout=120s || {
   echo "demo: the PVC is not Bound; csi-provisioner's log tail:" >&2; tail -20 "$LVMS_DEV_DIR/csi-provisioner.log" >&2; exit 1
 }

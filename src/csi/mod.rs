@@ -10,6 +10,7 @@ pub mod capacity;
 pub mod client;
 pub mod controller;
 pub mod errors;
+pub mod group;
 pub mod identity;
 pub mod liveness;
 pub mod locks;

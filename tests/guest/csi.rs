@@ -210,27 +210,35 @@ fn host(h: HostCtx<'_>) -> futures::future::BoxFuture<'_, ()> {
     })
 }
 
+/// One CSI scenario on a thin class of its own (one disk): `after` runs in the guest once the
+/// class is Ready, `host` on the host meanwhile.
+pub async fn run_thin_csi(
+    ctx: Ctx,
+    name: &str,
+    vg: &str,
+    disk: (&str, u64),
+    after: &str,
+    host: crate::node::HostHook,
+) -> crate::node::NodeResult {
+    run_node(
+        ctx,
+        NodeRun {
+            pool: Some(POOL),
+            after_ready: after,
+            host: Some(host),
+            ..NodeRun::new(name, vg, thin_class(vg, &[disk.0]), vec![disk])
+        },
+    )
+    .await
+}
+
 /// A thin claim, a VolumeSnapshot of it, a claim restored from it and a clone, through
 /// csi-provisioner, snapshot-controller and csi-snapshotter, realised by vg-manager on a real
 /// kernel, then deleted.
 pub async fn thin_volumes_snapshots_restores_and_clones_are_made_as_topolvm_makes_them(ctx: Ctx) {
     let vg = format!("x{}", std::process::id());
     let after = format!("VG={vg}\n{GUEST}");
-    let r = run_node(
-        ctx,
-        NodeRun {
-            pool: Some(POOL),
-            after_ready: &after,
-            host: Some(host),
-            ..NodeRun::new(
-                "csi-thin",
-                &vg,
-                thin_class(&vg, &["csi0"]),
-                vec![("csi0", 512)],
-            )
-        },
-    )
-    .await;
+    let r = run_thin_csi(ctx, "csi-thin", &vg, ("csi0", 512), &after, host).await;
     let ids = std::fs::read_to_string(
         std::env::temp_dir().join(format!("lvms-csi-guest-ids-{}", std::process::id())),
     )

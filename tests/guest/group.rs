@@ -58,6 +58,8 @@ pub async fn run_group(
     if scenarios.iter().any(|(name, _)| name.contains("sanity")) {
         let bin = lvms::dev::csi_peers::peer_bin("csi-sanity").unwrap_or_else(|e| panic!("{e}"));
         spec = spec.binary("csi-sanity", bin);
+        // Its two full suites take ~10 min under emulation, on top of the other scenarios.
+        spec.timeout += std::time::Duration::from_secs(900);
     }
     for (name, path) in certs {
         spec = spec.file(&name, path);

@@ -16,10 +16,9 @@ use lvms_testkit::fixtures::csi::claim;
 use lvms_testkit::snapshots;
 use serde_json::{Value, json};
 
-use crate::csi::{SIZE, SLOW, bound_handle, snapshot_ready};
+use crate::csi::{SIZE, SLOW, bound_handle, run_thin_csi, snapshot_ready};
 use crate::group::Ctx;
-use crate::node::{HostCtx, NodeRun, run_node};
-use crate::thin::{POOL, thin_class};
+use crate::node::HostCtx;
 
 /// The size the two filesystems grow to.
 const GROWN: &str = "400Mi";
@@ -254,21 +253,7 @@ fn assert_stats_match_df(stats: &Value, df: &str) {
 pub async fn published_volumes_are_formatted_once_mounted_snapshotted_restored_and_grown(ctx: Ctx) {
     let vg = format!("m{}", std::process::id());
     let after = format!("NS=guest-csi-mount-{} VG={vg}\n{GUEST}", std::process::id());
-    let r = run_node(
-        ctx,
-        NodeRun {
-            pool: Some(POOL),
-            after_ready: &after,
-            host: Some(host),
-            ..NodeRun::new(
-                "csi-mount",
-                &vg,
-                thin_class(&vg, &["mnt0"]),
-                vec![("mnt0", 1024)],
-            )
-        },
-    )
-    .await;
+    let r = run_thin_csi(ctx, "csi-mount", &vg, ("mnt0", 1024), &after, host).await;
     let out = &r.out;
     assert_eq!(
         out.read("fstype-data").trim(),
@@ -445,19 +430,13 @@ pub async fn sigkill_after_format_or_mount_never_formats_twice_or_mounts_twice(c
         "NS=guest-csi-mount-crash-{} VG={vg}\n{CRASH_GUEST}",
         std::process::id()
     );
-    let r = run_node(
+    let r = run_thin_csi(
         ctx,
-        NodeRun {
-            pool: Some(POOL),
-            after_ready: &after,
-            host: Some(crash_host),
-            ..NodeRun::new(
-                "csi-mount-crash",
-                &vg,
-                thin_class(&vg, &["mntk0"]),
-                vec![("mntk0", 512)],
-            )
-        },
+        "csi-mount-crash",
+        &vg,
+        ("mntk0", 512),
+        &after,
+        crash_host,
     )
     .await;
     let out = &r.out;

@@ -66,17 +66,32 @@ pub(crate) fn boot(
         .args(["-append", "console=ttyS0 quiet panic=-1"])
         .arg("-serial")
         .arg(format!("file:{}", console.display()));
-    let mut drive = |path: &Path, serial: &str| {
-        cmd.arg("-drive")
-            .arg(format!(
-                "file={},if=none,id={serial},format=raw",
-                path.display()
-            ))
-            .arg("-device")
-            .arg(format!("virtio-blk-pci,drive={serial},serial={serial}"));
+    // The root PCI bus has ~30 free slots and a group's jobs bring more disks than that (each
+    // job an output disk and its scratch disks): all but the input and output disks sit on PCI
+    // bridges, BRIDGE_SLOTS each (disks are found by serial, so where they sit does not matter).
+    const BRIDGE_SLOTS: usize = 30;
+    let mut on_bridges = 0usize;
+    let mut drive = |path: &Path, serial: &str, bridged: bool| {
+        cmd.arg("-drive").arg(format!(
+            "file={},if=none,id={serial},format=raw",
+            path.display()
+        ));
+        let mut device = format!("virtio-blk-pci,drive={serial},serial={serial}");
+        if bridged {
+            let (bridge, slot) = (on_bridges / BRIDGE_SLOTS, on_bridges % BRIDGE_SLOTS + 1);
+            if slot == 1 {
+                cmd.arg("-device").arg(format!(
+                    "pci-bridge,id=br{bridge},chassis_nr={}",
+                    bridge + 1
+                ));
+            }
+            device.push_str(&format!(",bus=br{bridge},addr={slot:#x}"));
+            on_bridges += 1;
+        }
+        cmd.arg("-device").arg(device);
     };
-    drive(&tar, "lvms-in");
-    drive(&out_img, "lvms-out");
+    drive(&tar, "lvms-in", false);
+    drive(&out_img, "lvms-out", false);
     for (serial, mib) in b.disks {
         // virtio-blk serials are 20 bytes at most; a longer one would be cut and never found.
         assert!(
@@ -85,7 +100,7 @@ pub(crate) fn boot(
         );
         let path = w.join(format!("{serial}.img"));
         sized(&path, mib << 20);
-        drive(&path, serial);
+        drive(&path, serial, true);
     }
     if !b.forwards.is_empty() {
         let nc = image.dir.join("busybox");
