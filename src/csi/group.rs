@@ -82,30 +82,31 @@ pub fn check_members(
         }
         groups
     };
-    let nodes = by(|m| m.node.as_str());
-    if nodes.len() > 1 {
-        let detail: Vec<String> = nodes
+    // Members spread over several nodes or classes: name each one's.
+    let spread = |groups: BTreeMap<&str, Vec<&str>>, what: &str, why: &str| {
+        if groups.len() < 2 {
+            return Ok(());
+        }
+        let detail: Vec<String> = groups
             .iter()
-            .map(|(n, ids)| format!("node {n}: {}", list(ids)))
+            .map(|(k, ids)| format!("{what} {k}: {}", list(ids)))
             .collect();
-        return Err(CsiError::invalid(format!(
-            "members are on {} nodes ({}); a group is snapshotted at one instant on one node",
-            nodes.len(),
+        Err(CsiError::invalid(format!(
+            "members are on {} {what}s ({}); {why}",
+            groups.len(),
             detail.join("; ")
-        )));
-    }
-    let classes = by(|m| m.device_class.as_str());
-    if classes.len() > 1 {
-        let detail: Vec<String> = classes
-            .iter()
-            .map(|(c, ids)| format!("class {c}: {}", list(ids)))
-            .collect();
-        return Err(CsiError::invalid(format!(
-            "members are in {} device classes ({}); a group is one thin pool's",
-            classes.len(),
-            detail.join("; ")
-        )));
-    }
+        )))
+    };
+    spread(
+        by(|m| m.node.as_str()),
+        "node",
+        "a group is snapshotted at one instant on one node",
+    )?;
+    spread(
+        by(|m| m.device_class.as_str()),
+        "class",
+        "a group is one thin pool's",
+    )?;
     let (_, first) = members[0];
     Ok(Placement {
         node: first.node.clone(),

@@ -87,6 +87,18 @@ pub fn class(name: &str) -> Value {
     })
 }
 
+/// Applies the VolumeSnapshotClass `name` of TopoLVM's driver, as a user makes one.
+pub async fn apply_class(client: &kube::Client, name: &str) {
+    api(client, "volumesnapshotclasses", "VolumeSnapshotClass", None)
+        .patch(
+            name,
+            &kube::api::PatchParams::apply("lvms-test").force(),
+            &kube::api::Patch::Apply(&class(name)),
+        )
+        .await
+        .expect("VolumeSnapshotClass");
+}
+
 /// A VolumeSnapshot of claim `pvc` in `class`.
 pub fn snapshot(name: &str, class: &str, pvc: &str) -> Value {
     json!({

@@ -110,15 +110,7 @@ fn host(h: HostCtx<'_>) -> futures::future::BoxFuture<'_, ()> {
         // makes one as a user would.
         let class = format!("snap-{}", h.vg);
         let pp = PatchParams::apply("lvms-test").force();
-        snapshots::api(
-            &client,
-            "volumesnapshotclasses",
-            "VolumeSnapshotClass",
-            None,
-        )
-        .patch(&class, &pp, &Patch::Apply(&snapshots::class(&class)))
-        .await
-        .expect("VolumeSnapshotClass");
+        snapshots::apply_class(&client, &class).await;
         let kubeconfig = &lvms_testkit::env::env().cp.kubeconfig;
         let peers = snapshots::controllers(&h.socket, kubeconfig, &h.s.dir, "240s");
         let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), &ns);

@@ -104,15 +104,7 @@ fn host(h: HostCtx<'_>) -> futures::future::BoxFuture<'_, ()> {
         snapshots::install_api(&client).await;
         let pp = PatchParams::apply("lvms-test").force();
         let class = format!("snap-{}", h.vg);
-        snapshots::api(
-            &client,
-            "volumesnapshotclasses",
-            "VolumeSnapshotClass",
-            None,
-        )
-        .patch(&class, &pp, &Patch::Apply(&snapshots::class(&class)))
-        .await
-        .expect("VolumeSnapshotClass");
+        snapshots::apply_class(&client, &class).await;
         let ext4 = format!("ext4-{}", h.vg);
         let scs: Api<StorageClass> = Api::all(client.clone());
         scs.create(&PostParams::default(), &storage_class(&ext4, &h.vg, "ext4"))
