@@ -17,10 +17,7 @@ pub struct CsiControllerUnit {
 }
 
 fn arg<'a>(intent: &'a Intent, key: &str) -> Option<&'a str> {
-    intent
-        .args
-        .iter()
-        .find_map(|a| a.strip_prefix(key)?.strip_prefix('='))
+    super::node_actions::arg(&intent.args, key)
 }
 
 impl Unit for CsiControllerUnit {
