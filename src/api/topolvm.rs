@@ -29,6 +29,12 @@ pub const PVC_NAMESPACE_PARAM: &str = "csi.storage.k8s.io/pvc/namespace";
 /// The volume's PVC, recorded on the LogicalVolume by lvms (TopoLVM leaves it out): the
 /// journal and Events can then name the claim a volume belongs to.
 pub const PVC_ANNOTATION: &str = "lvms.topolvm.io/pvc";
+/// A member of a volume group snapshot (lvms's, for CSI's GroupController): the group's name
+/// (also its group snapshot id) on every member snapshot's LogicalVolume.
+pub const GROUP_SNAPSHOT_ANNOTATION: &str = "lvms.topolvm.io/group-snapshot";
+/// Every member LogicalVolume's name, comma-separated: the node takes the group only once it
+/// sees them all.
+pub const GROUP_MEMBERS_ANNOTATION: &str = "lvms.topolvm.io/group-members";
 /// LVMS's controller socket (`/run/topolvm/csi-topolvm.sock`).
 pub const DEFAULT_CONTROLLER_SOCKET: &str = "/run/topolvm/csi-topolvm.sock";
 /// The LV tag lvms puts on every volume it creates: `lvs @lvms-volume` lists them.

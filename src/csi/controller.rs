@@ -40,8 +40,10 @@ pub struct ControllerService {
     pub volumes: Arc<Volumes>,
     pub nodes: Store<Node>,
     pub minimums: MinimumAllocations,
-    by_name: KeyedLocks,
-    by_id: KeyedLocks,
+    pub(super) by_name: KeyedLocks,
+    pub(super) by_id: KeyedLocks,
+    /// The LVMClusters (which device classes are thin); None in tests without one.
+    pub clusters: Option<Store<crate::api::LVMCluster>>,
 }
 
 /// The capabilities TopoLVM's controller advertises.
@@ -54,7 +56,7 @@ pub const CAPABILITIES: [RpcType; 5] = [
 ];
 
 /// The deadline the caller gave (`grpc-timeout`), else [`DEFAULT_WAIT`].
-fn wait_budget<T>(req: &Request<T>) -> Duration {
+pub(super) fn wait_budget<T>(req: &Request<T>) -> Duration {
     req.metadata()
         .get("grpc-timeout")
         .and_then(|v| v.to_str().ok())
@@ -100,6 +102,8 @@ pub struct Wanted {
     pub source: Option<String>,
     pub access_type: Option<&'static str>,
     pub pvc: Option<String>,
+    /// More annotations (a group snapshot member's group and members, the trace).
+    pub annotations: Vec<(&'static str, String)>,
 }
 
 impl Wanted {
@@ -117,8 +121,18 @@ impl Wanted {
                 access_type: self.access_type.map(String::from),
             },
         );
-        if let Some(pvc) = &self.pvc {
-            lv.metadata.annotations = Some([(PVC_ANNOTATION.to_string(), pvc.clone())].into());
+        let annotations: std::collections::BTreeMap<String, String> = self
+            .pvc
+            .iter()
+            .map(|pvc| (PVC_ANNOTATION.to_string(), pvc.clone()))
+            .chain(
+                self.annotations
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.clone())),
+            )
+            .collect();
+        if !annotations.is_empty() {
+            lv.metadata.annotations = Some(annotations);
         }
         lv
     }
@@ -133,10 +147,11 @@ impl ControllerService {
             minimums: MinimumAllocations::default(),
             by_name: KeyedLocks::default(),
             by_id: KeyedLocks::default(),
+            clusters: None,
         }
     }
 
-    fn ready(&self) -> Result<(), CsiError> {
+    pub(super) fn ready(&self) -> Result<(), CsiError> {
         if self.volumes.is_ready() {
             Ok(())
         } else {
@@ -162,7 +177,10 @@ impl ControllerService {
 
     /// A LogicalVolume by volume id: the index, then (a miss may be a volume the watch has
     /// not delivered yet) a list from the API server, as TopoLVM does.
-    async fn find_volume(&self, id: &str) -> Result<Option<Arc<LogicalVolume>>, CsiError> {
+    pub(super) async fn find_volume(
+        &self,
+        id: &str,
+    ) -> Result<Option<Arc<LogicalVolume>>, CsiError> {
         if let Some(lv) = self.volumes.by_volume_id(id) {
             return Ok(Some(lv));
         }
@@ -185,7 +203,7 @@ impl ControllerService {
     }
 
     /// Create (or find) the LogicalVolume and wait for the node to report it.
-    async fn provision(
+    pub(super) async fn provision(
         &self,
         wanted: &Wanted,
         regarding: Vec<ObjectRef>,
@@ -341,6 +359,7 @@ impl ControllerService {
             pvc: regarding
                 .first()
                 .map(|p| format!("{}/{}", p.namespace, p.name)),
+            annotations: Vec::new(),
         };
         let (volume_id, capacity_bytes) = self.provision(&wanted, regarding, budget).await?;
         info!(volume = %wanted.name, %volume_id, node = %node, bytes = capacity_bytes, block = access.iter().any(Access::is_block), "volume ready");
@@ -356,7 +375,12 @@ impl ControllerService {
     }
 
     /// Delete the LogicalVolume with `id` and wait until the node has removed it.
-    async fn delete_by_id(&self, id: &str, what: &str, budget: Duration) -> Result<(), CsiError> {
+    pub(super) async fn delete_by_id(
+        &self,
+        id: &str,
+        what: &str,
+        budget: Duration,
+    ) -> Result<(), CsiError> {
         if id.is_empty() {
             return Err(CsiError::invalid(format!("{what} id is empty")));
         }
@@ -531,6 +555,7 @@ impl ControllerService {
             source: Some(src.spec.name.clone()),
             access_type: Some("ro"),
             pvc: None,
+            annotations: Vec::new(),
         };
         let (snapshot_id, size_bytes) = self.provision(&wanted, Vec::new(), budget).await?;
         let now = std::time::SystemTime::now()
@@ -564,7 +589,7 @@ fn span(rpc: &'static str) -> tracing::Span {
 }
 
 /// Runs an RPC in its own root span, recording a failure on it.
-async fn traced<T>(
+pub(super) async fn traced<T>(
     rpc: &'static str,
     fut: impl std::future::Future<Output = Result<T, CsiError>>,
 ) -> Result<Response<T>, Status> {
@@ -799,6 +824,7 @@ mod tests {
             source: None,
             access_type: None,
             pvc: Some("ns/claim".into()),
+            annotations: Vec::new(),
         };
         let v = serde_json::to_value(w.object()).unwrap();
         assert_eq!(

@@ -33,10 +33,12 @@ fn expansion(t: volume_expansion::Type) -> PluginCapability {
     }
 }
 
-/// TopoLVM's plugin capabilities: a controller, topology, online and offline expansion.
+/// TopoLVM's plugin capabilities: a controller, topology, online and offline expansion; and
+/// lvms's volume group snapshots (the GroupController).
 pub fn capabilities() -> Vec<PluginCapability> {
     vec![
         service(service::Type::ControllerService),
+        service(service::Type::GroupControllerService),
         service(service::Type::VolumeAccessibilityConstraints),
         expansion(volume_expansion::Type::Online),
         expansion(volume_expansion::Type::Offline),

@@ -29,6 +29,12 @@ pub enum NodeAction {
     Unmount,
     /// Grow the filesystem mounted at a path to its device. Args: target, argv.
     ResizeFilesystem,
+    /// Create the volume's gate ([`crate::csi::gate`]) over its LV. Args: gate, table.
+    GateCreate,
+    /// Load the gate with its LV's new size (suspend, reload, resume). Args: gate, table.
+    GateReload,
+    /// Remove a gate nothing holds open any more. Args: gate.
+    GateRemove,
 }
 
 impl Action for NodeAction {
@@ -37,6 +43,9 @@ impl Action for NodeAction {
         Self::Mount,
         Self::Unmount,
         Self::ResizeFilesystem,
+        Self::GateCreate,
+        Self::GateReload,
+        Self::GateRemove,
     ];
 
     fn name(self) -> &'static str {
@@ -45,6 +54,9 @@ impl Action for NodeAction {
             Self::Mount => "mount",
             Self::Unmount => "unmount",
             Self::ResizeFilesystem => "resize-filesystem",
+            Self::GateCreate => "gate-create",
+            Self::GateReload => "gate-reload",
+            Self::GateRemove => "gate-remove",
         }
     }
 }

@@ -114,6 +114,9 @@ pub struct PublishView {
     pub target_mount: Option<Mount>,
     /// For a block target: `major:minor` of the device node there (a bind-mounted LV).
     pub target_device: Option<String>,
+    /// `major:minor` of the LV itself when `device` is its gate: a filesystem mounted on the
+    /// LV directly (published before gates) is the same volume.
+    pub lv_device: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -132,7 +135,9 @@ pub fn plan_publish(spec: &PublishSpec, view: &PublishView) -> Result<Vec<Publis
     if let Some(m) = &view.target_mount {
         let same = match spec.kind {
             Kind::Block => view.target_device.as_deref() == Some(view.device.as_str()),
-            Kind::Filesystem { .. } => m.device == view.device,
+            Kind::Filesystem { .. } => {
+                m.device == view.device || view.lv_device.as_deref() == Some(m.device.as_str())
+            }
         };
         if !same {
             return Err(CsiError::new(
@@ -292,6 +297,7 @@ mod tests {
             signature: signature.map(String::from),
             target_mount: target,
             target_device: None,
+            lv_device: None,
         }
     }
 
@@ -337,6 +343,19 @@ mod tests {
                 .message
                 .contains("volume_capability")
         );
+    }
+
+    #[test]
+    fn a_filesystem_mounted_on_the_lv_before_gates_is_the_same_volume() {
+        let spec = fs_spec("xfs", false);
+        let mut v = view(Some("xfs"), Some(mounted("254:9", false)));
+        assert_eq!(
+            plan_publish(&spec, &v).unwrap_err().code,
+            Code::AlreadyExists,
+            "another device at the target"
+        );
+        v.lv_device = Some("254:9".into());
+        assert_eq!(plan_publish(&spec, &v).unwrap(), []);
     }
 
     #[test]

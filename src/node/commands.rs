@@ -127,6 +127,14 @@ pub fn with_lvm_config(argv: &[String], config: &str) -> Vec<String> {
     if !is_lvm_program(argv) || config.is_empty() {
         return argv.to_vec();
     }
+    // lvm2 takes one --config: a command that has its own gets both, in one string.
+    if let Some(i) = argv.iter().position(|a| a == "--config")
+        && i + 1 < argv.len()
+    {
+        let mut out = argv.to_vec();
+        out[i + 1] = format!("{config} {}", argv[i + 1]);
+        return out;
+    }
     let at = if argv[0] == LVM { 2.min(argv.len()) } else { 1 };
     let mut out = argv[..at].to_vec();
     out.push("--config".into());
@@ -411,6 +419,27 @@ mod tests {
 
     fn s(v: &[&str]) -> Vec<String> {
         v.iter().map(|x| x.to_string()).collect()
+    }
+
+    #[test]
+    fn a_command_with_its_own_config_gets_one_config_with_both() {
+        let argv: Vec<String> = [
+            "/usr/sbin/lvs",
+            "--config",
+            "devices{ignore_suspended_devices=1}",
+            "vg1",
+        ]
+        .map(String::from)
+        .to_vec();
+        assert_eq!(
+            with_lvm_config(&argv, "global{activation=0}"),
+            [
+                "/usr/sbin/lvs",
+                "--config",
+                "global{activation=0} devices{ignore_suspended_devices=1}",
+                "vg1"
+            ]
+        );
     }
 
     #[test]

@@ -9,6 +9,7 @@ pub mod discovery;
 pub mod events;
 pub mod filter;
 pub mod gauges;
+pub mod group_plan;
 pub mod lsblk;
 pub mod lvmd_config;
 pub mod replay;

@@ -18,6 +18,12 @@ pub enum VolumeAction {
     RemoveFinalizer,
     /// The node's `capacity.topolvm.io/*` annotations (object: the Node).
     AnnotateCapacity,
+    /// A volume group snapshot's hold: its members' gates suspended (object: the group).
+    /// Args: gates, members.
+    HoldGates,
+    /// The hold released: the gates resumed (object: the group, or the Node for a hold a
+    /// crash left). Args: gates.
+    ReleaseGates,
 }
 
 impl Action for VolumeAction {
@@ -31,6 +37,8 @@ impl Action for VolumeAction {
         Self::WriteStatus,
         Self::RemoveFinalizer,
         Self::AnnotateCapacity,
+        Self::HoldGates,
+        Self::ReleaseGates,
     ];
 
     fn name(self) -> &'static str {
@@ -44,6 +52,8 @@ impl Action for VolumeAction {
             Self::WriteStatus => "write-status",
             Self::RemoveFinalizer => "remove-finalizer",
             Self::AnnotateCapacity => "annotate-capacity",
+            Self::HoldGates => "hold-gates",
+            Self::ReleaseGates => "release-gates",
         }
     }
 }

@@ -30,6 +30,9 @@ pub struct VolumeView {
     pub labelled: bool,
     pub deleting: bool,
     pub pending_deletion: bool,
+    /// The volume group snapshot this snapshot is a member of: it is taken with the others
+    /// at one instant ([`super::group_plan`]), never on its own.
+    pub group: Option<String>,
 }
 
 /// The node as one pass observed it.
@@ -201,6 +204,8 @@ pub fn plan(v: &VolumeView, h: &HostView) -> Plan {
                 return finish(v, h, class, lv, want);
             }
             match &v.source {
+                // A group member waits for its group's hold.
+                Some(_) if v.group.is_some() => Plan::Done,
                 Some(_) => plan_snapshot(v, h, class, want),
                 None => {
                     if let Some(no_room) = no_room(h, class, want) {

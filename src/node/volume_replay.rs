@@ -40,7 +40,10 @@ pub fn verdict(action: A, argv: &[String], lv: &str, lvs: &[LogicalVolume]) -> R
         | A::AddFinalizer
         | A::WriteStatus
         | A::RemoveFinalizer
-        | A::AnnotateCapacity => return Replayed::Rechecked,
+        | A::AnnotateCapacity
+        // Every pass thaws any gate left suspended before it does anything else.
+        | A::HoldGates
+        | A::ReleaseGates => return Replayed::Rechecked,
     };
     if done {
         Replayed::AlreadyDone

@@ -3,7 +3,7 @@
 //! or clone's source looked up among this node's LogicalVolumes.
 
 use crate::api::quantity::parse_quantity_bytes;
-use crate::api::topolvm::{CREATED_BY_LABEL, PENDING_DELETION};
+use crate::api::topolvm::{CREATED_BY_LABEL, GROUP_SNAPSHOT_ANNOTATION, PENDING_DELETION};
 use crate::api::{LOGICAL_VOLUME_FINALIZER, LogicalVolume};
 
 use super::volume_plan::VolumeView;
@@ -41,6 +41,12 @@ pub fn view_of(lv: &LogicalVolume) -> VolumeView {
             .as_ref()
             .and_then(|a| a.get(PENDING_DELETION))
             .is_some_and(|v| v == "true"),
+        group: meta
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(GROUP_SNAPSHOT_ANNOTATION))
+            .filter(|g| !g.is_empty())
+            .cloned(),
     }
 }
 

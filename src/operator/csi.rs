@@ -11,6 +11,7 @@ use lvms_actors::Readiness;
 use crate::csi::controller::ControllerService;
 use crate::csi::identity::IdentityService;
 use crate::csi::proto::controller_server::ControllerServer;
+use crate::csi::proto::group_controller_server::GroupControllerServer;
 use crate::csi::proto::identity_server::IdentityServer;
 use crate::csi::server::bind;
 use crate::csi::volumes::Volumes;
@@ -23,6 +24,7 @@ pub fn serve(
     writes: LvWrites,
     volumes: Arc<Volumes>,
     nodes: Store<Node>,
+    clusters: Store<crate::api::LVMCluster>,
     supervision: Readiness,
 ) -> anyhow::Result<CsiServer> {
     let listener = bind(socket)?;
@@ -33,14 +35,17 @@ pub fn serve(
             Ok(volumes.is_ready())
         })
     };
-    let controller = Arc::new(ControllerService::new(writes, volumes, nodes));
+    let mut controller = ControllerService::new(writes, volumes, nodes);
+    controller.clusters = Some(clusters);
+    let controller = Arc::new(controller);
     let router = tonic::transport::Server::builder()
         .add_service(IdentityServer::new(IdentityService { ready }))
-        .add_service(ControllerServer::new(controller));
+        .add_service(ControllerServer::new(controller.clone()))
+        .add_service(GroupControllerServer::new(controller));
     Ok(crate::csi::server::serve(
         socket,
         listener,
         router,
-        "Identity + Controller",
+        "Identity + Controller + GroupController",
     ))
 }

@@ -228,6 +228,7 @@ pub async fn run(
         },
         volumes,
         ctx.caches.nodes.clone(),
+        ctx.caches.clusters.clone(),
         supervision.clone(),
     )?;
 

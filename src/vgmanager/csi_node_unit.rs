@@ -9,6 +9,7 @@ use lvms_journal::Intent;
 
 use super::node_volumes::NodeReads;
 use super::volume_group::NodeCtx;
+use crate::csi::gate;
 use crate::csi::mountinfo;
 use crate::csi::node_actions::{NodeAction, UNIT, arg};
 use std::sync::Arc;
@@ -77,6 +78,38 @@ impl Unit for CsiNodeUnit {
             }
             // Growing is idempotent and kubelet retries it.
             Some(NodeAction::ResizeFilesystem) => Replayed::NotDone,
+            Some(NodeAction::GateCreate) | Some(NodeAction::GateRemove) => {
+                let name = needed(intent, "gate")?;
+                let present = reads
+                    .dm_devices()
+                    .await
+                    .map_err(unit_err)?
+                    .iter()
+                    .any(|d| d.name == name);
+                let create = intent.action == NodeAction::GateCreate.name();
+                if present == create {
+                    Replayed::AlreadyDone
+                } else {
+                    // Kubelet's retried publish / unpublish makes or removes it.
+                    Replayed::NotDone
+                }
+            }
+            Some(NodeAction::GateReload) => {
+                // A crash between suspend and resume left the filesystem frozen: thaw it (the
+                // retried NodeExpandVolume loads the table again).
+                let name = needed(intent, "gate")?;
+                let gates = reads.dm_devices().await.map_err(unit_err)?;
+                if gates.iter().any(|d| d.name == name && d.suspended) {
+                    self.ctx
+                        .host
+                        .run(&gate::resume_argv(&[name.to_string()]), &[])
+                        .await
+                        .map_err(|e| UnitError::retryable("NodeCommandFailed", e.to_string()))?;
+                    Replayed::Redone
+                } else {
+                    Replayed::NotDone
+                }
+            }
             None => {
                 return Err(UnitError::permanent(
                     "UnknownAction",

@@ -6,6 +6,7 @@ pub mod csi_node_unit;
 pub mod events;
 #[cfg(test)]
 mod fake_host;
+pub mod group_snapshot;
 pub mod host;
 pub mod lock;
 pub mod node_report;

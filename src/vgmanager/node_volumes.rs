@@ -17,6 +17,7 @@ use tracing::info;
 use super::volume_group::NodeCtx;
 use super::volume_lookup::{FoundLv, find};
 use crate::csi::errors::CsiError;
+use crate::csi::gate::{self, GateStep};
 use crate::csi::mountinfo::{self, Mount};
 use crate::csi::node::NodeVolumes;
 use crate::csi::node_actions::{NodeAction, UNIT, volume_ref};
@@ -108,6 +109,38 @@ impl NodeReads<'_> {
             .await
             .map_err(|e| CsiError::unavailable(format!("blkid {device}: {}", e.message)))?;
         Ok(signature_of(&out))
+    }
+
+    /// Every device-mapper device (gates among them), as `dmsetup info` reports it.
+    pub async fn dm_devices(&self) -> Result<Vec<gate::DmDevice>, CsiError> {
+        match self.run(&gate::list_argv(), &[]).await {
+            Ok(out) => gate::parse_list(&out).map_err(CsiError::unavailable),
+            // A kernel without device-mapper (the host test tier, activation off) has no
+            // device of it: that is what it said, not a failed read.
+            Err(e) if gate::no_driver(&e.message) => Ok(Vec::new()),
+            Err(e) => Err(CsiError::unavailable(format!(
+                "dmsetup info: {}",
+                e.message
+            ))),
+        }
+    }
+
+    /// The volume's gate, if it has one.
+    pub async fn gate(&self, volume_id: &str) -> Result<Option<gate::DmDevice>, CsiError> {
+        let name = gate::name(volume_id);
+        Ok(self
+            .dm_devices()
+            .await?
+            .into_iter()
+            .find(|d| d.name == name))
+    }
+
+    pub async fn gate_table(&self, volume_id: &str) -> Result<gate::GateTable, CsiError> {
+        let out = self
+            .run(&gate::table_argv(&gate::name(volume_id)), &[])
+            .await
+            .map_err(|e| CsiError::unavailable(format!("dmsetup table: {}", e.message)))?;
+        gate::parse_table(&out).map_err(CsiError::unavailable)
     }
 
     pub async fn lv(&self, volume_id: &str) -> Result<FoundLv, CsiError> {
@@ -206,12 +239,74 @@ impl HostVolumes {
             .map_err(csi_error)
     }
 
+    /// Brings the volume's gate to its LV (made, or loaded with the LV's size); returns the
+    /// gate's device path.
+    async fn ensure_gate(&self, volume_id: &str, lv: &FoundLv) -> Result<String, CsiError> {
+        let reads = self.reads();
+        let lv_number = reads.device_number(&lv.device(volume_id)).await?;
+        let bytes = lv
+            .size
+            .ok_or_else(|| CsiError::unavailable(format!("lvs gave no size for {volume_id}")))?;
+        let current = match reads.gate(volume_id).await? {
+            Some(_) => Some(reads.gate_table(volume_id).await?),
+            None => None,
+        };
+        let name = gate::name(volume_id);
+        match gate::plan(current.as_ref(), bytes / 512, &lv_number) {
+            None => {}
+            Some(GateStep::Create { table }) => {
+                let step = StepSpec::new(volume_ref(volume_id), NodeAction::GateCreate)
+                    .args(vec![format!("gate={name}"), format!("table={table}")]);
+                self.steps()
+                    .run(step, || async {
+                        self.exec(&gate::create_argv(&name, &table)).await?;
+                        self.exec(&gate::mknodes_argv(&name)).await?;
+                        info!(volume = %volume_id, gate = %name, "gate made");
+                        Ok(Done::default())
+                    })
+                    .await
+                    .map_err(csi_error)?;
+            }
+            Some(GateStep::Reload { table }) => {
+                let step = StepSpec::new(volume_ref(volume_id), NodeAction::GateReload)
+                    .args(vec![format!("gate={name}"), format!("table={table}")]);
+                let gates = [name.clone()];
+                self.steps()
+                    .run(step, || async {
+                        self.exec(&gate::suspend_argv(&gates)).await?;
+                        let loaded = self.exec(&gate::reload_argv(&name, &table)).await;
+                        // Never leave the filesystem frozen, whatever the reload did.
+                        self.exec(&gate::resume_argv(&gates)).await?;
+                        loaded?;
+                        info!(volume = %volume_id, gate = %name, %table, "gate follows its grown LV");
+                        Ok(Done::default())
+                    })
+                    .await
+                    .map_err(csi_error)?;
+            }
+        }
+        Ok(gate::path(volume_id))
+    }
+
     async fn do_publish(&self, spec: &PublishSpec) -> Result<(), CsiError> {
+        let _gates = self.ctx.gate_lock.lock().await;
         let reads = self.reads();
         let lv = reads.lv(&spec.volume_id).await?;
-        let device = lv.device(&spec.volume_id);
+        let lv_device = lv.device(&spec.volume_id);
         let block = matches!(spec.kind, Kind::Block);
-        let number = reads.device_number(&device).await?;
+        let lv_number = reads.device_number(&lv_device).await?;
+        // A filesystem lives on the volume's gate; a raw block volume is its LV.
+        let has_gate = !block && reads.gate(&spec.volume_id).await?.is_some();
+        let mut device = if has_gate {
+            gate::path(&spec.volume_id)
+        } else {
+            lv_device.clone()
+        };
+        let number = if has_gate {
+            reads.device_number(&device).await?
+        } else {
+            lv_number.clone()
+        };
         let mounts = reads.mounts().await?;
         let target_mount = mountinfo::at(&mounts, &spec.target).cloned();
         let target_device = match (&target_mount, block) {
@@ -228,9 +323,14 @@ impl HostVolumes {
             signature,
             target_mount,
             target_device,
+            lv_device: (!block).then_some(lv_number),
         };
+        let steps = plan_publish(spec, &view)?;
+        if !block && !steps.is_empty() {
+            device = self.ensure_gate(&spec.volume_id, &lv).await?;
+        }
         let mut fresh = false;
-        for step in plan_publish(spec, &view)? {
+        for step in steps {
             match step {
                 PublishStep::MakeTarget => self
                     .ctx
@@ -248,6 +348,7 @@ impl HostVolumes {
     }
 
     async fn do_unpublish(&self, volume_id: &str, target: &str) -> Result<(), CsiError> {
+        let _gates = self.ctx.gate_lock.lock().await;
         // Mounts may be stacked (a publish retried by hand): take them all down.
         while let Some(m) = mountinfo::at(&self.reads().mounts().await?, target).cloned() {
             let step = StepSpec::new(volume_ref(volume_id), NodeAction::Unmount).args(vec![
@@ -263,6 +364,21 @@ impl HostVolumes {
                 .await
                 .map_err(csi_error)?;
         }
+        // The gate goes with the last mount of its filesystem (nothing holds it open).
+        if let Some(g) = self.reads().gate(volume_id).await?
+            && g.open == 0
+        {
+            let step = StepSpec::new(volume_ref(volume_id), NodeAction::GateRemove)
+                .args(vec![format!("gate={}", g.name)]);
+            self.steps()
+                .run(step, || async {
+                    self.exec(&gate::remove_argv(&g.name)).await?;
+                    info!(volume = %volume_id, gate = %g.name, "gate removed");
+                    Ok(Done::default())
+                })
+                .await
+                .map_err(csi_error)?;
+        }
         self.ctx
             .host
             .remove_target(Path::new(target))
@@ -271,6 +387,7 @@ impl HostVolumes {
     }
 
     async fn do_expand(&self, volume_id: &str, path: &str) -> Result<u64, CsiError> {
+        let _gates = self.ctx.gate_lock.lock().await;
         let reads = self.reads();
         let lv = reads.lv(volume_id).await?;
         let mounts = reads.mounts().await?;
@@ -280,6 +397,10 @@ impl HostVolumes {
                 self.ctx.node
             )));
         };
+        // The filesystem grows to its device: a gate first takes the LV's new size.
+        if reads.gate(volume_id).await?.is_some() {
+            self.ensure_gate(volume_id, &lv).await?;
+        }
         let argv = resize_argv(&m)?;
         let step = StepSpec::new(volume_ref(volume_id), NodeAction::ResizeFilesystem).args(vec![
             format!("target={path}"),

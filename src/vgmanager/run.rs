@@ -168,6 +168,7 @@ pub async fn run(
         volume_groups: volume_groups.clone(),
         node_statuses: node_statuses.clone(),
         lvmd_lock: tokio::sync::Mutex::new(()),
+        gate_lock: tokio::sync::Mutex::new(()),
         device_allowlist: cfg.device_allowlist.clone(),
         reconcile_interval: cfg.reconcile_interval,
         metrics: metrics.clone(),
@@ -241,6 +242,7 @@ pub async fn run(
             volumes: logical_volumes,
             nodes: nodes.clone(),
             host_clock: Default::default(),
+            holds_checked: Default::default(),
         },
     ));
     // The node service: its RPCs journal format / mount steps; its unit replays them.

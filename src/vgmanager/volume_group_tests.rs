@@ -74,6 +74,7 @@ async fn rig(host: Arc<FakeHost>, vg: LVMVolumeGroup) -> Rig {
         volume_groups,
         node_statuses,
         lvmd_lock: tokio::sync::Mutex::new(()),
+        gate_lock: tokio::sync::Mutex::new(()),
         device_allowlist: None,
         reconcile_interval: Duration::from_secs(30),
         metrics: Metrics::new(Process::VgManager),

@@ -47,10 +47,13 @@ pub struct VolumesUnit {
     pub nodes: Store<Node>,
     /// Host command time within the current pass (the benchmark's lvm2 vs lvms split).
     pub host_clock: super::volume_group::HostClock,
+    /// Whether this process has looked for gates a crash left suspended (once; after that
+    /// only a group's pass can hold one, and it always releases).
+    pub holds_checked: std::sync::atomic::AtomicBool,
 }
 
 /// Each class's observation, or why it could not be read (never "no LVs").
-type Observed = BTreeMap<String, Result<ClassObservation, String>>;
+pub(super) type Observed = BTreeMap<String, Result<ClassObservation, String>>;
 
 impl VolumesUnit {
     fn api(&self) -> Api<LogicalVolume> {
@@ -58,7 +61,7 @@ impl VolumesUnit {
     }
 
     /// Every host command of this actor goes through here (timed for the pass figures).
-    async fn exec(
+    pub(super) async fn exec(
         &self,
         argv: &[String],
     ) -> Result<super::host::HostOutput, super::host::HostError> {
@@ -98,6 +101,12 @@ impl VolumesUnit {
         })
     }
 
+    /// The class's VG read again (after a command changed it).
+    pub(super) async fn refresh(&self, observed: &mut Observed, class: &str, vg: &str) {
+        let fresh = self.observe_vg(vg).await.map_err(|e| e.message);
+        observed.insert(class.to_string(), fresh);
+    }
+
     async fn observe(&self, config: &LvmdConfig) -> Observed {
         let mut out = BTreeMap::new();
         for class in &config.device_classes {
@@ -117,7 +126,7 @@ impl VolumesUnit {
             .find(|n| n.metadata.name.as_deref() == Some(self.ctx.node.as_str()))
     }
 
-    fn node_object(&self) -> ObjectRef {
+    pub(super) fn node_object(&self) -> ObjectRef {
         self.node()
             .map(|n| object_ref(n.as_ref()))
             .unwrap_or(ObjectRef {
@@ -129,7 +138,7 @@ impl VolumesUnit {
 
     /// This node's LogicalVolumes, by name (the watch is filtered server-side; the check here
     /// keeps a volume of another node out even if the filter were dropped).
-    fn volumes(&self) -> Vec<Arc<LogicalVolume>> {
+    pub(super) fn volumes(&self) -> Vec<Arc<LogicalVolume>> {
         let mut v: Vec<_> = self
             .volumes
             .state()
@@ -189,11 +198,7 @@ impl VolumesUnit {
                     self.host_step(steps, object, action, argv).await?;
                     // The class's VG as the command left it.
                     if let Some(c) = class {
-                        let fresh = self
-                            .observe_vg(&c.volume_group)
-                            .await
-                            .map_err(|e| e.message);
-                        observed.insert(c.name.clone(), fresh);
+                        self.refresh(observed, &c.name, &c.volume_group).await;
                     }
                 }
             }
@@ -201,7 +206,7 @@ impl VolumesUnit {
         Ok(false)
     }
 
-    async fn host_step(
+    pub(super) async fn host_step(
         &self,
         steps: &Steps,
         object: ObjectRef,
@@ -265,7 +270,7 @@ impl VolumesUnit {
         Ok(())
     }
 
-    async fn write_status(
+    pub(super) async fn write_status(
         &self,
         steps: &Steps,
         object: ObjectRef,
@@ -407,8 +412,14 @@ impl VolumesUnit {
                 requeue_after: requeue,
             });
         };
+        self.thaw_once(steps).await?;
         let mut observed = self.observe(&config).await;
         let (mut ok, mut missing, mut first_err) = (0usize, 0usize, None);
+        // Volume group snapshots first (their members wait for them), then every volume: the
+        // members of a group just taken are finished (access, status) in this pass too.
+        if let Err(e) = self.groups(steps, &config, &mut observed).await {
+            first_err.get_or_insert(e);
+        }
         for lv in self.volumes() {
             match self
                 .drive(steps, &config, &mut observed, lv.as_ref().clone())
@@ -477,12 +488,12 @@ impl Unit for VolumesUnit {
                 format!("no volume group in {:?}", intent.args),
             )
         })?;
-        let lvs = parse_lvs(
-            &self
-                .run_host(&crate::node::commands::lvs(vg).map_err(cmd_err)?)
-                .await?,
-        )
-        .map_err(|e| UnitError::retryable("LvsFailed", e.to_string()))?;
+        // A hold a crash left (thawed by the first pass, after replay) would make an lvm2 scan
+        // wait on the suspended gates: this one skips them.
+        let argv =
+            crate::node::group_plan::under_hold(crate::node::commands::lvs(vg).map_err(cmd_err)?);
+        let lvs = parse_lvs(&self.run_host(&argv).await?)
+            .map_err(|e| UnitError::retryable("LvsFailed", e.to_string()))?;
         let lvs: Vec<_> = lvs.all().cloned().collect();
         let verdict = volume_replay::verdict(action, &intent.args, &intent.object.uid, &lvs);
         Ok(Done::replayed(verdict))

@@ -18,6 +18,7 @@
 
 pub mod bench;
 pub mod cleanup;
+pub mod consistency;
 pub mod disks;
 pub mod env;
 pub mod events;

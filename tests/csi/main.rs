@@ -7,6 +7,7 @@
 
 mod common;
 mod crash;
+mod group;
 mod helpers;
 mod liveness;
 mod provisioning;

@@ -12,6 +12,7 @@
 
 mod csi;
 mod group;
+mod group_snapshot;
 mod harness;
 mod mount;
 mod node;
@@ -75,6 +76,11 @@ const SCENARIOS: &[(&str, ScenarioFn)] = &[
     }),
     // Last: its host side holds the turn for its two suites (~10 min), and a job waiting behind
     // it would wait that long for its turn.
+    ("group-snapshot", |c| {
+        Box::pin(
+            group_snapshot::group_snapshots_are_consistent_follow_their_policy_and_survive_kills(c),
+        )
+    }),
     ("sanity", |c| {
         Box::pin(sanity::csi_sanity_passes_on_a_thick_and_a_thin_class(c))
     }),

@@ -1,0 +1,585 @@
+//! Volume group snapshots on a real kernel, through the upstream snapshot-controller and
+//! csi-snapshotter with `CSIVolumeGroupSnapshot` on: two claims labelled for one group (xfs
+//! data, ext4 wal), published in the guest, while a writer appends numbered records to them
+//! alternately (record n+1 goes to one volume only after record n is durable on the other).
+//! Each VolumeGroupSnapshot's members are restored into new claims and read in the guest: the
+//! pair is consistent when no record on one is missing its predecessor on the other. Then a
+//! Retain class keeps its members after the group is deleted, and vg-manager is SIGKILLed at
+//! each step of the group operation (hold, first member taken, before the release): every
+//! gate is thawed, both filesystems are writable, the retried group is whole and consistent.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
+use k8s_openapi::api::storage::v1::StorageClass;
+use kube::Api;
+use kube::api::{ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams};
+use kube::api::{Patch, PatchParams, PostParams};
+use lvms::api::LogicalVolume;
+use lvms_journal::{Body, Journal};
+use lvms_testkit::consistency::consistent;
+use lvms_testkit::eventually;
+use lvms_testkit::fixtures::csi::claim;
+use lvms_testkit::snapshots;
+use serde_json::{Value, json};
+
+use crate::csi::{SLOW, bound_handle, run_thin_csi};
+use crate::group::Ctx;
+use crate::node::HostCtx;
+
+/// Group snapshots taken while the writer runs, restored and checked in batches (the restores
+/// of a batch share the thin pool with the next one's only after they are deleted).
+const ROUNDS: usize = 20;
+const BATCH: usize = 5;
+/// Where vg-manager is killed during a group snapshot: after the hold (gates suspended), after
+/// the first member's snapshot (a partial group), before the release (all taken, still held).
+const CRASHES: [(&str, &str); 3] = [
+    ("hold", "applied:volumes#hold-gates"),
+    ("snap", "applied:volumes#lvcreate-snapshot"),
+    ("release", "intent-durable:volumes#release-gates"),
+];
+const WAL_SIZE: &str = "64Mi";
+
+/// In the guest, once the class is Ready (`$NS`, `$VG`, `$VGM`, `$ROUNDS`, `$BATCH` set).
+const GUEST: &str = r#"
+K() { KUBECONFIG=/work/kubeconfig /work/lvms dev kubelet "$@" --socket $VGM/csi.sock --timeout-secs 900; }
+call() { what=$1; shift; K "$@" >>"$GUEST_OUT/kubelet.log" 2>&1 || fail "kubelet $what failed: $(tail -3 "$GUEST_OUT/kubelet.log")" 30; }
+gates() { dmsetup info -c --noheadings --separator ' ' -o name,open,suspended | grep '^lvms-' || true; }
+M=/mnt/kubelet-group
+call publish publish --claim "$NS/data" --target $M/data
+call publish publish --claim "$NS/wal" --target $M/wal
+gates >"$GUEST_OUT/gates-published.txt"
+grep " $M/" /proc/self/mountinfo >"$GUEST_OUT/mounts-published.txt"
+# The writer: record n goes to data (even n) or wal (odd n), appended and fsynced before n+1.
+( n=0
+  while [ ! -e /tmp/group-stop ]; do
+    f=$M/data/log; [ $((n % 2)) = 1 ] && f=$M/wal/log
+    echo $n >>$f && sync $f || { echo "write $n failed" >"$GUEST_OUT/writer-failed"; break; }
+    n=$((n+1))
+  done
+  echo $n >"$GUEST_OUT/records" ) &
+writer=$!
+# A restored pair: the last record of each (-1: none) and each file's record count.
+check() {
+  call publish publish --claim "$NS/r$1-data" --target $M/r$1-data
+  call publish publish --claim "$NS/r$1-wal" --target $M/r$1-wal
+  a=$(tail -n 1 $M/r$1-data/log); b=$(tail -n 1 $M/r$1-wal/log)
+  echo "$1 ${a:--1} ${b:--1} $(wc -l <$M/r$1-data/log) $(wc -l <$M/r$1-wal/log)" >>"$GUEST_OUT/rounds.txt"
+  call unpublish unpublish --claim "$NS/r$1-data" --target $M/r$1-data
+  call unpublish unpublish --claim "$NS/r$1-wal" --target $M/r$1-wal
+}
+echo "LVMS-JOB-MARK $JOB writing" >/dev/console
+i=1
+while [ $i -le $ROUNDS ]; do
+  check $i
+  [ $((i % BATCH)) = 0 ] && echo "LVMS-JOB-MARK $JOB checked-$i" >/dev/console
+  i=$((i+1))
+done
+echo "LVMS-JOB-MARK $JOB rounds" >/dev/console
+for c in CRASHES; do
+  k=${c%%=*}; at=${c#*=}
+  kill $vgm; wait $vgm 2>/dev/null
+  LVMS_CRASH_AT="$at" start
+  echo "LVMS-JOB-MARK $JOB armed-$k" >/dev/console
+  wait $vgm; echo $? >"$GUEST_OUT/status-$k"
+  gates >"$GUEST_OUT/held-$k.txt"
+  start
+  i=0
+  while gates | grep -q Suspended; do
+    i=$((i+1)); [ $i -gt 240 ] && fail "a gate stayed suspended after the $k kill" 41; sleep 0.5
+  done
+  for v in data wal; do
+    timeout 60 sh -c "echo $k >$M/$v/after-$k && sync $M/$v/after-$k" || fail "$v not writable after the $k kill" 42
+  done
+  echo ok >"$GUEST_OUT/writable-$k"
+  check c$k
+  echo "LVMS-JOB-MARK $JOB crashed-$k" >/dev/console
+done
+touch /tmp/group-stop; wait $writer
+for v in data wal; do call unpublish unpublish --claim "$NS/$v" --target $M/$v; done
+gates >"$GUEST_OUT/gates-after.txt"
+grep 'group snapshot taken' "$GUEST_OUT/vg-manager.log" >"$GUEST_OUT/taken.log" || true
+echo "LVMS-JOB-MARK $JOB checked" >/dev/console
+tagged() { lvs --noheadings -o lv_name -S lv_tags=lvms-volume "$VG" 2>/dev/null | wc -l; }
+i=0
+until [ "$(tagged)" -eq 0 ]; do
+  i=$((i+1)); [ $i -gt 900 ] && fail "the CSI volumes were never removed" 17; sleep 1
+done
+"#;
+
+fn group_api(
+    client: &kube::Client,
+    plural: &str,
+    kind: &str,
+    ns: Option<&str>,
+) -> Api<DynamicObject> {
+    let ar = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("groupsnapshot.storage.k8s.io", "v1", kind),
+        plural,
+    );
+    match ns {
+        Some(ns) => Api::namespaced_with(client.clone(), ns, &ar),
+        None => Api::all_with(client.clone(), &ar),
+    }
+}
+
+fn group_class(name: &str, policy: &str) -> Value {
+    json!({
+        "apiVersion": "groupsnapshot.storage.k8s.io/v1", "kind": "VolumeGroupSnapshotClass",
+        "metadata": {"name": name},
+        "driver": "topolvm.io", "deletionPolicy": policy,
+    })
+}
+
+fn group_snapshot(name: &str, class: &str) -> Value {
+    json!({
+        "apiVersion": "groupsnapshot.storage.k8s.io/v1", "kind": "VolumeGroupSnapshot",
+        "metadata": {"name": name},
+        "spec": {"volumeGroupSnapshotClassName": class,
+                 "source": {"selector": {"matchLabels": {"app": "db"}}}},
+    })
+}
+
+struct Apis {
+    groups: Api<DynamicObject>,
+    contents: Api<DynamicObject>,
+    snaps: Api<DynamicObject>,
+    snap_contents: Api<DynamicObject>,
+    pvcs: Api<PersistentVolumeClaim>,
+    lvs: Api<LogicalVolume>,
+}
+
+/// Takes group snapshot `name` and waits until it is ready; returns the group snapshot id
+/// (the driver's handle) and each member VolumeSnapshot by the claim it was taken from.
+async fn take(
+    a: &Apis,
+    name: &str,
+    class: &str,
+    peers: &[lvms::dev::csi_peers::Sidecar],
+) -> (String, Vec<(String, String)>) {
+    let pp = PatchParams::apply("lvms-test").force();
+    a.groups
+        .patch(name, &pp, &Patch::Apply(&group_snapshot(name, class)))
+        .await
+        .expect("VolumeGroupSnapshot");
+    let ready = eventually(SLOW, || async {
+        let g = a.groups.get(name).await.ok()?;
+        let st = g.data.get("status")?;
+        (st["readyToUse"] == true).then(|| {
+            (
+                g.metadata.uid.clone().unwrap_or_default(),
+                st["boundVolumeGroupSnapshotContentName"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+            )
+        })
+    })
+    .await;
+    let Some((uid, content)) = ready else {
+        let now = a.groups.get(name).await.ok().map(|g| g.data);
+        let log = lvms_testkit::process::tail(&peers[1].log_text(), 30);
+        panic!("group snapshot {name} never ready: {now:?}\ncsi-snapshotter log:\n{log}");
+    };
+    let handle = a
+        .contents
+        .get(&content)
+        .await
+        .expect("the group's content")
+        .data["status"]["volumeGroupSnapshotHandle"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let members = eventually(SLOW, || async {
+        let list = a.snaps.list(&ListParams::default()).await.ok()?;
+        let m: Vec<(String, String)> = list
+            .items
+            .iter()
+            .filter(|s| {
+                s.metadata
+                    .owner_references
+                    .iter()
+                    .flatten()
+                    .any(|o| o.uid == uid)
+            })
+            .map(|s| {
+                (
+                    s.data["spec"]["source"]["persistentVolumeClaimName"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_string(),
+                    s.metadata.name.clone().unwrap_or_default(),
+                )
+            })
+            .collect();
+        (m.len() == 2).then_some(m)
+    })
+    .await
+    .unwrap_or_else(|| panic!("group snapshot {name}: two member VolumeSnapshots never appeared"));
+    (handle, members)
+}
+
+/// The LogicalVolumes of group `handle`.
+async fn members_on_node(a: &Apis, handle: &str) -> usize {
+    a.lvs
+        .list(&ListParams::default())
+        .await
+        .expect("LogicalVolumes")
+        .items
+        .iter()
+        .filter(|lv| {
+            lv.metadata
+                .annotations
+                .as_ref()
+                .and_then(|x| x.get("lvms.topolvm.io/group-snapshot"))
+                .map(String::as_str)
+                == Some(handle)
+        })
+        .count()
+}
+
+/// Restore claims `r<tag>-data` and `r<tag>-wal` from a group's members.
+async fn restore(h: &HostCtx<'_>, a: &Apis, tag: &str, members: &[(String, String)]) {
+    for (claim_name, snap) in members {
+        let (class, size) = match claim_name.as_str() {
+            "data" => (format!("lvms-{}", h.vg), crate::csi::SIZE),
+            _ => (format!("ext4-{}", h.vg), WAL_SIZE),
+        };
+        let source =
+            json!({"apiGroup": "snapshot.storage.k8s.io", "kind": "VolumeSnapshot", "name": snap});
+        let c = claim(
+            &format!("r{tag}-{claim_name}"),
+            &class,
+            size,
+            &h.node,
+            Some(source),
+        );
+        a.pvcs
+            .create(&PostParams::default(), &c)
+            .await
+            .expect("restore claim");
+    }
+}
+
+async fn delete_restores(a: &Apis, tag: &str) {
+    for v in ["data", "wal"] {
+        a.pvcs
+            .delete(&format!("r{tag}-{v}"), &DeleteParams::default())
+            .await
+            .expect("delete restore");
+    }
+}
+
+fn host(h: HostCtx<'_>) -> futures::future::BoxFuture<'_, ()> {
+    Box::pin(async move {
+        let client = h.s.client.clone();
+        let ns = h.s.ns.name.clone();
+        snapshots::install_api(&client).await;
+        let pp = PatchParams::apply("lvms-test").force();
+        let classes = group_api(
+            &client,
+            "volumegroupsnapshotclasses",
+            "VolumeGroupSnapshotClass",
+            None,
+        );
+        let (delete_class, retain_class) = (format!("group-{}", h.vg), format!("keep-{}", h.vg));
+        for (name, policy) in [(&delete_class, "Delete"), (&retain_class, "Retain")] {
+            classes
+                .patch(name, &pp, &Patch::Apply(&group_class(name, policy)))
+                .await
+                .expect("VolumeGroupSnapshotClass");
+        }
+        // Member VolumeSnapshots need a VolumeSnapshotClass of the driver to be restored.
+        snapshots::apply_class(&client, &format!("snap-{}", h.vg)).await;
+        let ext4 = format!("ext4-{}", h.vg);
+        let scs: Api<StorageClass> = Api::all(client.clone());
+        scs.create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+                "metadata": {"name": ext4},
+                "provisioner": "topolvm.io",
+                "parameters": {"topolvm.io/device-class": h.vg, "csi.storage.k8s.io/fstype": "ext4"},
+                "volumeBindingMode": "WaitForFirstConsumer",
+            }))
+            .expect("StorageClass"),
+        )
+        .await
+        .expect("the ext4 StorageClass");
+        let kubeconfig = &lvms_testkit::env::env().cp.kubeconfig;
+        let peers = snapshots::controllers(&h.socket, kubeconfig, &h.s.dir, "240s");
+        let a = Apis {
+            groups: group_api(
+                &client,
+                "volumegroupsnapshots",
+                "VolumeGroupSnapshot",
+                Some(&ns),
+            ),
+            contents: group_api(
+                &client,
+                "volumegroupsnapshotcontents",
+                "VolumeGroupSnapshotContent",
+                None,
+            ),
+            snaps: snapshots::api(&client, "volumesnapshots", "VolumeSnapshot", Some(&ns)),
+            snap_contents: snapshots::api(
+                &client,
+                "volumesnapshotcontents",
+                "VolumeSnapshotContent",
+                None,
+            ),
+            pvcs: Api::namespaced(client.clone(), &ns),
+            lvs: Api::all(client.clone()),
+        };
+        for (name, class, size) in [
+            ("data", format!("lvms-{}", h.vg), crate::csi::SIZE),
+            ("wal", ext4.clone(), WAL_SIZE),
+        ] {
+            let mut c = claim(name, &class, size, &h.node, None);
+            c.metadata.labels = Some([("app".to_string(), "db".to_string())].into());
+            a.pvcs.create(&PostParams::default(), &c).await.expect(name);
+        }
+        bound_handle(&h, "data", &peers).await;
+        h.guest.mark("writing").await;
+
+        let mut handles = Vec::new();
+        for first in (1..=ROUNDS).step_by(BATCH) {
+            let batch: Vec<usize> = (first..first + BATCH).collect();
+            for i in &batch {
+                let (handle, members) = take(&a, &format!("g{i}"), &delete_class, &peers).await;
+                restore(&h, &a, &i.to_string(), &members).await;
+                handles.push(handle);
+            }
+            h.guest
+                .mark(&format!("checked-{}", first + BATCH - 1))
+                .await;
+            for i in &batch {
+                delete_restores(&a, &i.to_string()).await;
+                a.groups
+                    .delete(&format!("g{i}"), &DeleteParams::default())
+                    .await
+                    .expect("delete group snapshot");
+            }
+        }
+        // Deletion policy Delete: the members' snapshots, contents and volumes go with it.
+        for handle in &handles {
+            let gone = eventually(SLOW, || async {
+                (members_on_node(&a, handle).await == 0).then_some(())
+            })
+            .await;
+            assert!(
+                gone.is_some(),
+                "group {handle}: members stayed after a Delete-policy group was deleted"
+            );
+        }
+        let left = a
+            .snaps
+            .list(&ListParams::default())
+            .await
+            .expect("snapshots")
+            .items
+            .len();
+        assert_eq!(left, 0, "no member VolumeSnapshot is left");
+
+        // Deletion policy Retain: the group's volumes outlive the VolumeGroupSnapshot.
+        let (kept, _) = take(&a, "keep", &retain_class, &peers).await;
+        a.groups
+            .delete("keep", &DeleteParams::default())
+            .await
+            .expect("delete the kept group");
+        let content_left = eventually(SLOW, || async {
+            let g = a.groups.get_opt("keep").await.ok()?;
+            g.is_none().then_some(())
+        })
+        .await;
+        assert!(
+            content_left.is_some(),
+            "the Retain group snapshot was never deleted"
+        );
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        assert_eq!(
+            members_on_node(&a, &kept).await,
+            2,
+            "Retain keeps the members' volumes"
+        );
+        // A user releasing retained contents: policy Delete, then delete them.
+        let to_delete = json!({"spec": {"deletionPolicy": "Delete"}});
+        for api in [&a.contents, &a.snap_contents] {
+            for c in api
+                .list(&ListParams::default())
+                .await
+                .expect("contents")
+                .items
+            {
+                let name = c.metadata.name.clone().unwrap_or_default();
+                api.patch(&name, &PatchParams::default(), &Patch::Merge(&to_delete))
+                    .await
+                    .expect("policy Delete");
+                api.delete(&name, &DeleteParams::default())
+                    .await
+                    .expect("delete content");
+            }
+        }
+        let released = eventually(SLOW, || async {
+            (members_on_node(&a, &kept).await == 0).then_some(())
+        })
+        .await;
+        assert!(
+            released.is_some(),
+            "the retained members were never removed after their contents were deleted with policy Delete"
+        );
+
+        h.guest.mark("rounds").await;
+        for (k, _) in CRASHES {
+            h.guest.mark(&format!("armed-{k}")).await;
+            let (_, members) = take(&a, &format!("c{k}"), &delete_class, &peers).await;
+            restore(&h, &a, &format!("c{k}"), &members).await;
+            h.guest.mark(&format!("crashed-{k}")).await;
+            delete_restores(&a, &format!("c{k}")).await;
+            a.groups
+                .delete(&format!("c{k}"), &DeleteParams::default())
+                .await
+                .expect("delete group snapshot");
+        }
+        h.guest.mark("checked").await;
+        for name in ["data", "wal"] {
+            a.pvcs
+                .delete(name, &DeleteParams::default())
+                .await
+                .expect(name);
+        }
+        let pvs: Api<PersistentVolume> = Api::all(client.clone());
+        let gone = eventually(SLOW, || async {
+            pvs.list(&ListParams::default())
+                .await
+                .ok()?
+                .items
+                .is_empty()
+                .then_some(())
+        })
+        .await;
+        assert!(gone.is_some(), "PVs stayed after their claims were deleted");
+        drop(peers);
+        for name in [&delete_class, &retain_class] {
+            let _ = classes.delete(name, &DeleteParams::default()).await;
+        }
+        snapshots::remove_api(&client).await;
+        scs.delete(&ext4, &DeleteParams::default())
+            .await
+            .expect("delete the ext4 class");
+    })
+}
+
+/// Twenty group snapshots of two volumes under a writer, each restored and consistent; the
+/// Delete and Retain policies; SIGKILL at each step of the group operation.
+pub async fn group_snapshots_are_consistent_follow_their_policy_and_survive_kills(ctx: Ctx) {
+    let vg = format!("g{}", std::process::id());
+    let crashes: Vec<String> = CRASHES.iter().map(|(k, at)| format!("{k}={at}")).collect();
+    let after = format!(
+        "NS=guest-group-snapshot-{} VG={vg} ROUNDS={ROUNDS} BATCH={BATCH}\n{}",
+        std::process::id(),
+        GUEST.replace(
+            "for c in CRASHES",
+            &format!("for c in {}", crashes.join(" "))
+        )
+    );
+    let r = run_thin_csi(ctx, "group-snapshot", &vg, ("grp0", 1024), &after, host).await;
+    let out = &r.out;
+    let published = out.read("gates-published.txt");
+    assert_eq!(
+        published.lines().count(),
+        2,
+        "each published filesystem has its gate: {published}"
+    );
+    let mounts = out.read("mounts-published.txt");
+    assert!(
+        mounts.contains("/dev/mapper/lvms-"),
+        "mounted through the gates: {mounts}"
+    );
+    let rounds = out.read("rounds.txt");
+    let results: Vec<Result<(i64, i64), String>> = rounds.lines().map(consistent).collect();
+    let bad: Vec<&String> = results.iter().filter_map(|r| r.as_ref().err()).collect();
+    assert!(bad.is_empty(), "inconsistent restored pairs: {bad:#?}");
+    assert_eq!(
+        results.len(),
+        ROUNDS + CRASHES.len(),
+        "every round and every crash round restored and checked: {rounds}"
+    );
+    let writer_failed = out.out.join("writer-failed");
+    assert!(
+        !writer_failed.exists(),
+        "the writer failed: {:?}",
+        std::fs::read_to_string(&writer_failed)
+    );
+    for (k, _) in CRASHES {
+        assert_eq!(
+            out.read(&format!("status-{k}")).trim(),
+            "137",
+            "vg-manager SIGKILLed at {k}"
+        );
+        let held = out.read(&format!("held-{k}.txt"));
+        assert_eq!(
+            held.matches("Suspended").count(),
+            2,
+            "the kill at {k} came during the hold: {held}"
+        );
+        assert_eq!(out.read(&format!("writable-{k}")).trim(), "ok");
+    }
+    assert_eq!(
+        out.read("gates-after.txt").trim(),
+        "",
+        "unpublish removes the gates"
+    );
+    let taken = out.read("taken.log");
+    let held_ms: Vec<u64> = taken
+        .lines()
+        .filter_map(|l| {
+            l.split("held_ms=")
+                .nth(1)?
+                .split_whitespace()
+                .next()?
+                .parse()
+                .ok()
+        })
+        .collect();
+    let records = out.read("records");
+    let mut sorted = held_ms.clone();
+    sorted.sort_unstable();
+    println!(
+        "group-snapshot: {} pairs consistent ({} rounds + {} after kills), {} records written, hold (ms) min {} median {} max {}",
+        results.len(),
+        ROUNDS,
+        CRASHES.len(),
+        records.trim(),
+        sorted.first().copied().unwrap_or(0),
+        sorted.get(sorted.len() / 2).copied().unwrap_or(0),
+        sorted.last().copied().unwrap_or(0),
+    );
+    // The journal: every hold released, the kills' holds thawed at restart, nothing open.
+    let j = Journal::open_copy(out.out.join("journal/vg-manager")).expect("the guest's journal");
+    let intents: Vec<_> = j
+        .iter()
+        .filter_map(Result::ok)
+        .filter_map(|r| match r.body {
+            Body::Intent(i) if i.unit == "volumes" => Some(i),
+            _ => None,
+        })
+        .collect();
+    let count = |action: &str, kind: &str| {
+        intents
+            .iter()
+            .filter(|i| i.action == action && i.object.kind == kind)
+            .count()
+    };
+    assert!(
+        count("hold-gates", "VolumeGroupSnapshot") >= ROUNDS + 1 + CRASHES.len(),
+        "a hold per group taken: {}",
+        count("hold-gates", "VolumeGroupSnapshot")
+    );
+    assert_eq!(
+        count("release-gates", "Node"),
+        CRASHES.len(),
+        "each killed hold thawed once at the next start"
+    );
+    assert!(j.open_intents().expect("open intents").is_empty());
+}
