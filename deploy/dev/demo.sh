@@ -117,12 +117,19 @@ fi
 CSI_PEERS=${LVMS_TEST_BINS_CACHE:-$HOME/.cache/lvms-test-bins}/csi-provisioner-v6.4.0-resizer-v2.3.0-snapshotter-v8.6.0-sanity-v5.4.0
 [ -x "$CSI_PEERS/bin/csi-provisioner" ] || { echo "demo: no $CSI_PEERS/bin/csi-provisioner: run deploy/dev/build-test-bins.sh" >&2; exit 1; }
 if [ "$LVMS_DEMO_GUEST" = 1 ]; then
-  # The VolumeSnapshot API before the operator starts: it then makes the thin class's
-  # VolumeSnapshotClass, as LVMS does when the API is there.
+  # The VolumeSnapshot and VolumeGroupSnapshot APIs before the operator starts: it then makes
+  # the thin class's VolumeSnapshotClass, as LVMS does when the API is there, and its
+  # VolumeGroupSnapshotClass (the controllers below run with group snapshots enabled, which
+  # needs the group CRDs).
   for crd in volumesnapshotclasses volumesnapshotcontents volumesnapshots; do
     kubectl apply --server-side -f "$CSI_PEERS/crds/snapshot.storage.k8s.io_$crd.yaml" >/dev/null
   done
-  kubectl wait --for=condition=Established --timeout=60s crd/volumesnapshots.snapshot.storage.k8s.io >/dev/null
+  for crd in volumegroupsnapshotclasses volumegroupsnapshotcontents volumegroupsnapshots; do
+    kubectl apply --server-side -f "$CSI_PEERS/crds/groupsnapshot.storage.k8s.io_$crd.yaml" >/dev/null
+  done
+  kubectl wait --for=condition=Established --timeout=60s crd/volumesnapshots.snapshot.storage.k8s.io \
+    crd/volumegroupsnapshotclasses.groupsnapshot.storage.k8s.io crd/volumegroupsnapshotcontents.groupsnapshot.storage.k8s.io \
+    crd/volumegroupsnapshots.groupsnapshot.storage.k8s.io >/dev/null
 fi
 echo "--- lvms operator (journal in $LVMS_DEV_DIR/journal, log in $LVMS_DEV_DIR/operator.log)"
 CSI_SOCK=$LVMS_DEV_DIR/csi-topolvm.sock
@@ -135,10 +142,11 @@ pids+=($!)
   --extra-create-metadata --leader-election=false --timeout=120s >"$LVMS_DEV_DIR/csi-provisioner.log" 2>&1 &
 pids+=($!)
 if [ "$LVMS_DEMO_GUEST" = 1 ]; then
-  "$CSI_PEERS/bin/snapshot-controller" --kubeconfig="$KUBECONFIG" --leader-election=false >"$LVMS_DEV_DIR/snapshot-controller.log" 2>&1 &
+  "$CSI_PEERS/bin/snapshot-controller" --kubeconfig="$KUBECONFIG" --leader-election=false \
+    --feature-gates=CSIVolumeGroupSnapshot=true >"$LVMS_DEV_DIR/snapshot-controller.log" 2>&1 &
   pids+=($!)
   "$CSI_PEERS/bin/csi-snapshotter" --csi-address="$CSI_SOCK" --kubeconfig="$KUBECONFIG" --leader-election=false \
-    --extra-create-metadata --timeout=120s >"$LVMS_DEV_DIR/csi-snapshotter.log" 2>&1 &
+    --extra-create-metadata --feature-gates=CSIVolumeGroupSnapshot=true --timeout=120s >"$LVMS_DEV_DIR/csi-snapshotter.log" 2>&1 &
   pids+=($!)
 fi
 kubectl -n "$NS" apply -f - <<YAML
@@ -190,7 +198,7 @@ if [ "$LVMS_DEMO_GUEST" = 1 ]; then
   guest_says written
   kubectl -n default get pvc photos
   echo "--- a VolumeSnapshot of the mounted PVC (class lvms-demo-a, made by the operator), then a PVC restored from it"
-  kubectl get volumesnapshotclass
+  kubectl get volumesnapshotclass,volumegroupsnapshotclass
   kubectl -n default apply -f - <<'YAML'
 apiVersion: snapshot.storage.k8s.io/v1
 kind: VolumeSnapshot

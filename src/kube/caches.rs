@@ -48,6 +48,7 @@ pub struct Caches {
     pub pvs: Store<PersistentVolume>,
     pub pvcs: Store<PersistentVolumeClaim>,
     pub snapshot_classes: Option<Store<DynamicObject>>,
+    pub group_snapshot_classes: Option<Store<DynamicObject>>,
     pub sccs: Option<Store<DynamicObject>>,
 }
 
@@ -408,6 +409,15 @@ impl WatchHub {
                     &mut tasks,
                 )
             }),
+            group_snapshot_classes: caps.group_snapshots.then(|| {
+                spawn_dynamic(
+                    client,
+                    Kind::GroupSnapshotClass,
+                    Kind::GroupSnapshotClass,
+                    r(),
+                    &mut tasks,
+                )
+            }),
             sccs: caps
                 .scc
                 .then(|| spawn_dynamic(client, Kind::Scc, Kind::Scc, r(), &mut tasks)),
@@ -430,6 +440,9 @@ impl Caches {
         self.pvs.wait_until_ready().await?;
         self.pvcs.wait_until_ready().await?;
         if let Some(s) = &self.snapshot_classes {
+            s.wait_until_ready().await?;
+        }
+        if let Some(s) = &self.group_snapshot_classes {
             s.wait_until_ready().await?;
         }
         if let Some(s) = &self.sccs {

@@ -4,6 +4,10 @@
 use kube::api::{ApiResource, GroupVersionKind};
 use kube::core::Resource;
 
+/// The API group and version of the VolumeGroupSnapshot API lvms writes.
+pub const GROUP_SNAPSHOT_GROUP: &str = "groupsnapshot.storage.k8s.io";
+pub const GROUP_SNAPSHOT_VERSION: &str = "v1";
+
 /// A kind lvms writes or watches. The `namespaced` ones lvms owns live in the operator
 /// namespace; claims live in their users' namespaces.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -19,6 +23,8 @@ pub enum Kind {
     NodeStatus,
     StorageClass,
     SnapshotClass,
+    /// `groupsnapshot.storage.k8s.io/v1` VolumeGroupSnapshotClass (thin classes).
+    GroupSnapshotClass,
     Scc,
     /// TopoLVM's volume object (cluster-scoped): the CSI controller writes it, vg-manager
     /// realises it.
@@ -45,6 +51,16 @@ impl Kind {
             Kind::SnapshotClass => ApiResource::from_gvk_with_plural(
                 &GroupVersionKind::gvk("snapshot.storage.k8s.io", "v1", "VolumeSnapshotClass"),
                 "volumesnapshotclasses",
+            ),
+            // external-snapshotter v8.6 serves v1, v1beta2 (storage) and v1beta1; lvms writes
+            // v1, and discovery requires that version (see `discovery::capabilities`).
+            Kind::GroupSnapshotClass => ApiResource::from_gvk_with_plural(
+                &GroupVersionKind::gvk(
+                    GROUP_SNAPSHOT_GROUP,
+                    GROUP_SNAPSHOT_VERSION,
+                    "VolumeGroupSnapshotClass",
+                ),
+                "volumegroupsnapshotclasses",
             ),
             Kind::LogicalVolume => ApiResource::erase::<crate::api::LogicalVolume>(&()),
             Kind::PersistentVolume => ApiResource::erase::<PersistentVolume>(&()),

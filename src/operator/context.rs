@@ -129,6 +129,11 @@ impl Ctx {
                 .as_ref()
                 .map(|s| values(s.state().into_iter().filter(labelled)))
                 .unwrap_or(Ok(Vec::new())),
+            Kind::GroupSnapshotClass => c
+                .group_snapshot_classes
+                .as_ref()
+                .map(|s| values(s.state().into_iter().filter(labelled)))
+                .unwrap_or(Ok(Vec::new())),
             Kind::Scc => c
                 .sccs
                 .as_ref()

@@ -1,9 +1,10 @@
 //! Ownership of the objects the operator writes.
 //!
 //! Namespaced objects get a controller ownerRef to the LVMCluster. Cluster-scoped objects
-//! (StorageClass, CSIDriver, VolumeSnapshotClass, SCC) cannot point at a namespaced owner, so
-//! LVMS marks them with `owned-by.topolvm.io/*` labels instead; the keys and values here are the
-//! same, so objects created by LVMS are recognised as ours and vice versa.
+//! (StorageClass, CSIDriver, VolumeSnapshotClass, VolumeGroupSnapshotClass, SCC) cannot point at
+//! a namespaced owner, so LVMS marks them with `owned-by.topolvm.io/*` labels instead; the keys
+//! and values here are the same, so objects created by LVMS are recognised as ours and vice
+//! versa (LVMS makes no VolumeGroupSnapshotClass; lvms labels its own the same way).
 
 use std::collections::BTreeMap;
 

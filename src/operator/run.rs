@@ -66,9 +66,9 @@ pub async fn run(
     let diag = Diagnostics::start(cfg.diagnostics_addr, metrics.text()).await?;
     let supervision = diag.supervision.clone();
 
-    let capabilities = discovery::capabilities(&client)
-        .await
-        .context("discovering optional APIs (VolumeSnapshotClass, SCC)")?;
+    let capabilities = discovery::capabilities(&client).await.context(
+        "discovering optional APIs (VolumeSnapshotClass, VolumeGroupSnapshotClass, SCC)",
+    )?;
     info!(?capabilities, "discovered");
 
     std::fs::create_dir_all(&cfg.journal_dir)

@@ -53,6 +53,7 @@ pub const UNIT_STORAGE_CLASSES: &str = UnitId::StorageClasses.name();
 pub const UNIT_CSI_NODES: &str = UnitId::CsiNodes.name();
 pub const UNIT_SCC: &str = UnitId::Scc.name();
 pub const UNIT_SNAPSHOT_CLASSES: &str = UnitId::SnapshotClasses.name();
+pub const UNIT_GROUP_SNAPSHOT_CLASSES: &str = UnitId::GroupSnapshotClasses.name();
 
 /// A unit's last pass: ok, or the error to surface in ResourcesAvailable.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -618,18 +619,23 @@ mod tests {
     fn resources_available_needs_every_expected_unit() {
         let caps = Capabilities {
             snapshots: true,
+            group_snapshots: true,
             scc: false,
         };
-        let mut units = all_ok(&caps);
+        let units = all_ok(&caps);
         assert_eq!(
             resources_available(&caps, &units).1,
             REASON_RESOURCES_AVAILABLE
         );
-        units.remove(UNIT_SNAPSHOT_CLASSES);
-        assert_eq!(
-            resources_available(&caps, &units).1,
-            REASON_RECONCILIATION_IN_PROGRESS
-        );
+        for unit in [UNIT_SNAPSHOT_CLASSES, UNIT_GROUP_SNAPSHOT_CLASSES] {
+            let mut missing = units.clone();
+            missing.remove(unit);
+            assert_eq!(
+                resources_available(&caps, &missing).1,
+                REASON_RECONCILIATION_IN_PROGRESS,
+                "{unit}"
+            );
+        }
         assert_eq!(
             resources_available(&caps, &BTreeMap::new()).1,
             REASON_RECONCILIATION_IN_PROGRESS

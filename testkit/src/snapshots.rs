@@ -1,6 +1,7 @@
-//! The VolumeSnapshot API of external-snapshotter (its CRDs, built with the CSI peers) and its
-//! controllers as processes: snapshot-controller, and csi-snapshotter and csi-provisioner on an
-//! operator's CSI socket, as they run in a cluster and in the operator's Deployment.
+//! The VolumeSnapshot and VolumeGroupSnapshot APIs of external-snapshotter (its CRDs, built with
+//! the CSI peers) and its controllers as processes: snapshot-controller, and csi-snapshotter and
+//! csi-provisioner on an operator's CSI socket, as they run in a cluster and in the operator's
+//! Deployment (group snapshots enabled in both controllers).
 
 use std::path::Path;
 use std::time::Duration;
@@ -18,11 +19,56 @@ const SNAPSHOT_CRDS: [&str; 3] = [
     "snapshot.storage.k8s.io_volumesnapshots.yaml",
 ];
 
-/// Installs the three `snapshot.storage.k8s.io` CRDs and waits until VolumeSnapshots are
-/// served. Panics with the fix when they were never built.
+/// external-snapshotter v8.6 serves these at v1, v1beta2 (stored) and v1beta1.
+const GROUP_SNAPSHOT_CRDS: [&str; 3] = [
+    "groupsnapshot.storage.k8s.io_volumegroupsnapshotclasses.yaml",
+    "groupsnapshot.storage.k8s.io_volumegroupsnapshotcontents.yaml",
+    "groupsnapshot.storage.k8s.io_volumegroupsnapshots.yaml",
+];
+
+/// The feature gate both controllers get. With it csi-snapshotter v8.6 calls
+/// GroupControllerGetCapabilities at start-up: a driver without the GroupController service
+/// costs one error line (Unimplemented) and the sidecar runs on. But it then waits for its
+/// `groupsnapshot.storage.k8s.io/v1` caches before handling any snapshot, and snapshot-controller
+/// exits (after `--retry-crd-interval-max`, 30 s) when those CRDs are not served: hence
+/// [`install_api`] installs them too.
+pub const GROUP_SNAPSHOT_GATE: &str = "--feature-gates=CSIVolumeGroupSnapshot=true";
+
+/// Installs the three `snapshot.storage.k8s.io` and the three `groupsnapshot.storage.k8s.io`
+/// CRDs and waits until VolumeSnapshots and VolumeGroupSnapshots (v1) are served. Panics with
+/// the fix when they were never built.
 pub async fn install_api(client: &kube::Client) {
+    install_crds(client, &SNAPSHOT_CRDS).await;
+    install_group_api(client).await;
+    let served = eventually(Duration::from_secs(60), || async {
+        let api = api(client, "volumesnapshots", "VolumeSnapshot", Some("default"));
+        api.list(&Default::default()).await.ok().map(|_| ())
+    })
+    .await;
+    assert!(served.is_some(), "VolumeSnapshots never served");
+}
+
+/// Installs the three `groupsnapshot.storage.k8s.io` CRDs only and waits until
+/// VolumeGroupSnapshots are served at v1.
+pub async fn install_group_api(client: &kube::Client) {
+    install_crds(client, &GROUP_SNAPSHOT_CRDS).await;
+    let served = eventually(Duration::from_secs(60), || async {
+        let api = group_api(
+            client,
+            "volumegroupsnapshots",
+            "VolumeGroupSnapshot",
+            Some("default"),
+        );
+        api.list(&Default::default()).await.ok().map(|_| ())
+    })
+    .await;
+    assert!(served.is_some(), "VolumeGroupSnapshots never served");
+}
+
+/// Applies external-snapshotter's CRD files `files` from the peers' crds folder.
+async fn install_crds(client: &kube::Client, files: &[&str]) {
     let mut objects = Vec::new();
-    for f in SNAPSHOT_CRDS {
+    for f in files {
         let path = snapshot_crds_dir().join(f);
         let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
             panic!(
@@ -35,17 +81,12 @@ pub async fn install_api(client: &kube::Client) {
     lvms::dev::deploy::apply_all(client, &objects)
         .await
         .expect("snapshot CRDs");
-    let served = eventually(Duration::from_secs(60), || async {
-        let api = api(client, "volumesnapshots", "VolumeSnapshot", Some("default"));
-        api.list(&Default::default()).await.ok().map(|_| ())
-    })
-    .await;
-    assert!(served.is_some(), "VolumeSnapshots never served");
 }
 
 /// Removes the CRDs again (with every snapshot object): the next scenario on this control
 /// plane finds the API as it was.
 pub async fn remove_api(client: &kube::Client) {
+    remove_group_api(client).await;
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     for name in [
         "volumesnapshots",
@@ -61,6 +102,23 @@ pub async fn remove_api(client: &kube::Client) {
     }
 }
 
+/// Removes the three `groupsnapshot.storage.k8s.io` CRDs (with every group snapshot object).
+pub async fn remove_group_api(client: &kube::Client) {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for name in [
+        "volumegroupsnapshots",
+        "volumegroupsnapshotcontents",
+        "volumegroupsnapshotclasses",
+    ] {
+        let _ = crds
+            .delete(
+                &format!("{name}.groupsnapshot.storage.k8s.io"),
+                &DeleteParams::default(),
+            )
+            .await;
+    }
+}
+
 /// A dynamic API of `snapshot.storage.k8s.io/v1` `kind` (`plural`), namespaced or not.
 pub fn api(
     client: &kube::Client,
@@ -70,6 +128,23 @@ pub fn api(
 ) -> Api<kube::api::DynamicObject> {
     let ar = kube::api::ApiResource::from_gvk_with_plural(
         &kube::api::GroupVersionKind::gvk("snapshot.storage.k8s.io", "v1", kind),
+        plural,
+    );
+    match namespace {
+        Some(ns) => Api::namespaced_with(client.clone(), ns, &ar),
+        None => Api::all_with(client.clone(), &ar),
+    }
+}
+
+/// A dynamic API of `groupsnapshot.storage.k8s.io/v1` `kind` (`plural`), namespaced or not.
+pub fn group_api(
+    client: &kube::Client,
+    plural: &str,
+    kind: &str,
+    namespace: Option<&str>,
+) -> Api<kube::api::DynamicObject> {
+    let ar = kube::api::ApiResource::from_gvk_with_plural(
+        &kube::api::GroupVersionKind::gvk("groupsnapshot.storage.k8s.io", "v1", kind),
         plural,
     );
     match namespace {
@@ -109,8 +184,9 @@ pub fn snapshot(name: &str, class: &str, pvc: &str) -> Value {
     })
 }
 
-/// The upstream controllers a claim, a snapshot, a restore and a clone go through: the
-/// snapshot-controller (cluster-wide), and csi-provisioner and csi-snapshotter on `socket`.
+/// The upstream controllers a claim, a snapshot, a group snapshot, a restore and a clone go
+/// through: the snapshot-controller (cluster-wide), and csi-provisioner and csi-snapshotter on
+/// `socket`, the snapshot ones with [`GROUP_SNAPSHOT_GATE`] (so [`install_api`] first).
 /// `timeout` is each sidecar's RPC deadline. Logs under `dir`.
 pub fn controllers(socket: &Path, kubeconfig: &Path, dir: &Path, timeout: &str) -> Vec<Sidecar> {
     let csi = format!("--csi-address={}", socket.display());
@@ -127,11 +203,18 @@ pub fn controllers(socket: &Path, kubeconfig: &Path, dir: &Path, timeout: &str) 
     };
     let s = |v: &[&str]| v.iter().map(|a| a.to_string()).collect::<Vec<_>>();
     vec![
-        start("snapshot-controller", s(&["--leader-election=false"])),
+        start(
+            "snapshot-controller",
+            s(&["--leader-election=false", GROUP_SNAPSHOT_GATE]),
+        ),
         start(
             "csi-snapshotter",
             [
-                s(&["--leader-election=false", "--extra-create-metadata"]),
+                s(&[
+                    "--leader-election=false",
+                    "--extra-create-metadata",
+                    GROUP_SNAPSHOT_GATE,
+                ]),
                 vec![csi.clone(), timeout.clone()],
             ]
             .concat(),

@@ -2,6 +2,7 @@
 
 pub mod csi_driver;
 pub mod daemonset;
+pub mod group_snapshot_classes;
 pub mod node_statuses;
 pub mod scc;
 pub mod snapshot_classes;

@@ -73,8 +73,8 @@ mod tests {
                 ..Default::default()
             },
             capabilities: Capabilities {
-                snapshots: false,
                 scc,
+                ..Default::default()
             },
             ..Default::default()
         }

@@ -26,7 +26,13 @@ pub fn snapshot_classes(cluster: &LVMCluster, world: &World) -> Vec<DynamicObjec
     if !world.capabilities.snapshots {
         return Vec::new();
     }
-    let resource = volume_snapshot_class_resource();
+    per_thin_class(cluster, &volume_snapshot_class_resource())
+}
+
+/// One class object of `resource` per thin device class, named `lvms-<class>`: driver
+/// topolvm.io, deletionPolicy Delete, owner labels (the VolumeSnapshotClass and the
+/// VolumeGroupSnapshotClass have these fields alike).
+pub(super) fn per_thin_class(cluster: &LVMCluster, resource: &ApiResource) -> Vec<DynamicObject> {
     cluster
         .spec
         .storage
@@ -34,18 +40,18 @@ pub fn snapshot_classes(cluster: &LVMCluster, world: &World) -> Vec<DynamicObjec
         .iter()
         .filter(|c| c.is_thin())
         .map(|class| {
-            let mut vsc = DynamicObject::new(&class.storage_class_name(), &resource).data(json!({
+            let mut obj = DynamicObject::new(&class.storage_class_name(), resource).data(json!({
                 "driver": CSI_DRIVER_NAME,
                 "deletionPolicy": "Delete",
             }));
-            vsc.metadata.labels = Some(owner_labels(cluster));
-            vsc
+            obj.metadata.labels = Some(owner_labels(cluster));
+            obj
         })
         .collect()
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::api::{LVMClusterSpec, Storage, ThinPoolConfig};
     use crate::operator::nodes::tests::class;
@@ -53,7 +59,7 @@ mod tests {
     use crate::operator::owner::tests::cluster_with;
     use crate::operator::world::Capabilities;
 
-    fn cluster() -> LVMCluster {
+    pub(crate) fn cluster() -> LVMCluster {
         let mut thin = class("thin", None);
         thin.thin_pool_config = Some(ThinPoolConfig {
             name: "pool".into(),
@@ -73,7 +79,7 @@ mod tests {
         World {
             capabilities: Capabilities {
                 snapshots,
-                scc: false,
+                ..Default::default()
             },
             ..Default::default()
         }

@@ -33,6 +33,9 @@ pub fn desired_values(
         Kind::NodeStatus => json(desired::node_statuses::node_statuses(cluster, world)),
         Kind::StorageClass => json(desired::storage_classes::storage_classes(cluster, world)),
         Kind::SnapshotClass => json(desired::snapshot_classes::snapshot_classes(cluster, world)),
+        Kind::GroupSnapshotClass => json(desired::group_snapshot_classes::group_snapshot_classes(
+            cluster, world,
+        )),
         Kind::Scc => json(desired::scc::vg_manager_scc(cluster, world)),
     }
 }

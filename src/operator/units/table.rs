@@ -17,6 +17,8 @@ pub enum UnitId {
     StorageClasses,
     Scc,
     SnapshotClasses,
+    /// VolumeGroupSnapshotClasses for thin classes (lvms's own: LVMS has no group snapshots).
+    GroupSnapshotClasses,
     /// Waits for kubelet's CSI registration (and its removal before teardown ends).
     CsiNodes,
     /// The status projector.
@@ -37,10 +39,13 @@ pub enum Needs {
     Scc,
     /// `snapshot.storage.k8s.io` VolumeSnapshotClass.
     Snapshots,
+    /// `groupsnapshot.storage.k8s.io/v1` VolumeGroupSnapshotClass.
+    GroupSnapshots,
 }
 
-/// LVMS's teardown order (`EnsureDeleted` in sequence), by the unit owning each kind.
-pub const TEARDOWN_UNITS: [UnitId; 7] = [
+/// LVMS's teardown order (`EnsureDeleted` in sequence), by the unit owning each kind; lvms's
+/// VolumeGroupSnapshotClasses go last, after the VolumeSnapshotClasses.
+pub const TEARDOWN_UNITS: [UnitId; 8] = [
     UnitId::VolumeGroups,
     UnitId::VgManager,
     UnitId::NodeStatuses,
@@ -48,11 +53,12 @@ pub const TEARDOWN_UNITS: [UnitId; 7] = [
     UnitId::CsiDriver,
     UnitId::Scc,
     UnitId::SnapshotClasses,
+    UnitId::GroupSnapshotClasses,
 ];
 
 /// The kinds teardown deletes, in order.
-pub const TEARDOWN: [Kind; 7] = {
-    let mut kinds = [Kind::LvmCluster; 7];
+pub const TEARDOWN: [Kind; 8] = {
+    let mut kinds = [Kind::LvmCluster; 8];
     let mut i = 0;
     while i < TEARDOWN_UNITS.len() {
         kinds[i] = match TEARDOWN_UNITS[i].writes() {
@@ -65,7 +71,7 @@ pub const TEARDOWN: [Kind; 7] = {
 };
 
 impl UnitId {
-    pub const ALL: [UnitId; 13] = [
+    pub const ALL: [UnitId; 14] = [
         UnitId::Lifecycle,
         UnitId::CsiDriver,
         UnitId::VgManager,
@@ -74,6 +80,7 @@ impl UnitId {
         UnitId::StorageClasses,
         UnitId::Scc,
         UnitId::SnapshotClasses,
+        UnitId::GroupSnapshotClasses,
         UnitId::CsiNodes,
         UnitId::Status,
         UnitId::PersistentVolumes,
@@ -92,6 +99,7 @@ impl UnitId {
             UnitId::StorageClasses => "topolvm-storageclass",
             UnitId::Scc => "topolvm-scc",
             UnitId::SnapshotClasses => "topolvm-volumeSnapshotClass",
+            UnitId::GroupSnapshotClasses => "topolvm-volumeGroupSnapshotClass",
             UnitId::CsiNodes => "topolvm-csi-node-registrations",
             UnitId::Status => "status",
             UnitId::PersistentVolumes => "persistent-volume",
@@ -114,6 +122,7 @@ impl UnitId {
             UnitId::StorageClasses => Some(Kind::StorageClass),
             UnitId::Scc => Some(Kind::Scc),
             UnitId::SnapshotClasses => Some(Kind::SnapshotClass),
+            UnitId::GroupSnapshotClasses => Some(Kind::GroupSnapshotClass),
             UnitId::Lifecycle
             | UnitId::CsiNodes
             | UnitId::Status
@@ -137,6 +146,7 @@ impl UnitId {
             UnitId::StorageClasses => Some(&[StorageClass]),
             UnitId::Scc => Some(&[Scc]),
             UnitId::SnapshotClasses => Some(&[SnapshotClass]),
+            UnitId::GroupSnapshotClasses => Some(&[GroupSnapshotClass]),
             UnitId::CsiNodes => Some(&[CsiNode, Node]),
             UnitId::Status => Some(&[NodeStatus, Node]),
             UnitId::PersistentVolumes => Some(&[PersistentVolume]),
@@ -150,6 +160,7 @@ impl UnitId {
         match self {
             UnitId::Scc => Needs::Scc,
             UnitId::SnapshotClasses => Needs::Snapshots,
+            UnitId::GroupSnapshotClasses => Needs::GroupSnapshots,
             _ => Needs::Nothing,
         }
     }
@@ -174,6 +185,7 @@ impl UnitId {
             Needs::Nothing => true,
             Needs::Scc => c.scc,
             Needs::Snapshots => c.snapshots,
+            Needs::GroupSnapshots => c.group_snapshots,
         }
     }
 
@@ -223,6 +235,7 @@ mod tests {
                 Kind::CsiDriver,
                 Kind::Scc,
                 Kind::SnapshotClass,
+                Kind::GroupSnapshotClass,
             ]
         );
         // Every object unit is torn down.
@@ -237,10 +250,27 @@ mod tests {
         let all = Capabilities {
             scc: true,
             snapshots: true,
+            group_snapshots: true,
         };
         assert_eq!(units(&none).count(), 11);
-        assert_eq!(units(&all).count(), 13);
-        assert!(!units(&none).any(|u| u == UnitId::Scc || u == UnitId::SnapshotClasses));
+        assert_eq!(units(&all).count(), 14);
+        assert!(!units(&none).any(|u| matches!(
+            u,
+            UnitId::Scc | UnitId::SnapshotClasses | UnitId::GroupSnapshotClasses
+        )));
+        // Each snapshot API brings its own unit.
+        let snapshots_only = Capabilities {
+            snapshots: true,
+            ..Capabilities::default()
+        };
+        assert!(units(&snapshots_only).any(|u| u == UnitId::SnapshotClasses));
+        assert!(!units(&snapshots_only).any(|u| u == UnitId::GroupSnapshotClasses));
+        let groups_only = Capabilities {
+            group_snapshots: true,
+            ..Capabilities::default()
+        };
+        assert!(units(&groups_only).any(|u| u == UnitId::GroupSnapshotClasses));
+        assert!(!units(&groups_only).any(|u| u == UnitId::SnapshotClasses));
     }
 
     #[test]
