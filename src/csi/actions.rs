@@ -12,6 +12,9 @@ pub enum CsiAction {
     DeleteLogicalVolume,
     /// Raise a LogicalVolume's `spec.size` (ControllerExpandVolume). Args: size in bytes.
     ResizeLogicalVolume,
+    /// A group snapshot taken: its Event on the VolumeGroupSnapshot (object), once.
+    /// Args: group, note.
+    ReportGroupSnapshot,
 }
 
 impl Action for CsiAction {
@@ -19,6 +22,7 @@ impl Action for CsiAction {
         Self::CreateLogicalVolume,
         Self::DeleteLogicalVolume,
         Self::ResizeLogicalVolume,
+        Self::ReportGroupSnapshot,
     ];
 
     fn name(self) -> &'static str {
@@ -26,6 +30,7 @@ impl Action for CsiAction {
             Self::CreateLogicalVolume => "create-logical-volume",
             Self::DeleteLogicalVolume => "delete-logical-volume",
             Self::ResizeLogicalVolume => "resize-logical-volume",
+            Self::ReportGroupSnapshot => "report-group-snapshot",
         }
     }
 }

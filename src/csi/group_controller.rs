@@ -23,6 +23,10 @@ use super::proto::*;
 use super::volumes::current_bytes;
 use crate::api::LogicalVolume;
 
+/// csi-snapshotter's `--extra-create-metadata` parameters of a group snapshot.
+pub const VGS_NAME_PARAM: &str = "csi.storage.k8s.io/volumegroupsnapshot/name";
+pub const VGS_NAMESPACE_PARAM: &str = "csi.storage.k8s.io/volumegroupsnapshot/namespace";
+
 /// The LogicalVolume name of the member of `group` taken from volume `source_id`.
 pub fn member_name(group: &str, source_id: &str) -> String {
     format!("{group}-{source_id}")
@@ -55,6 +59,26 @@ fn timestamp(lv: &LogicalVolume) -> prost_types::Timestamp {
         seconds: t,
         nanos: 0,
     }
+}
+
+/// csi-snapshotter's `--extra-create-metadata` parameters name the VolumeGroupSnapshot; its
+/// uid is the group's name after `groupsnapshot-` (external-snapshotter's naming).
+fn volume_group_snapshot(
+    parameters: &std::collections::HashMap<String, String>,
+    group: &str,
+) -> Option<lvms_journal::ObjectRef> {
+    let name = parameters.get(VGS_NAME_PARAM)?;
+    let namespace = parameters.get(VGS_NAMESPACE_PARAM)?;
+    Some(lvms_journal::ObjectRef {
+        kind: "VolumeGroupSnapshot".into(),
+        namespace: namespace.clone(),
+        name: name.clone(),
+        uid: group
+            .strip_prefix("groupsnapshot-")
+            .unwrap_or_default()
+            .to_string(),
+        generation: 0,
+    })
 }
 
 impl ControllerService {
@@ -200,6 +224,19 @@ impl ControllerService {
             });
         }
         info!(%group, node = %placement.node, members = snapshots.len(), "group snapshot ready");
+        if let Some(regarding) = volume_group_snapshot(&req.parameters, &group) {
+            let members: Vec<String> = snapshots
+                .iter()
+                .map(|s| format!("{} of {}", s.snapshot_id, s.source_volume_id))
+                .collect();
+            let note = format!(
+                "{} volumes snapshotted at one instant on node {} (group {group}): {}",
+                members.len(),
+                placement.node,
+                members.join(", ")
+            );
+            self.writes.report_group(regarding, &group, note).await?;
+        }
         Ok(CreateVolumeGroupSnapshotResponse {
             group_snapshot: Some(VolumeGroupSnapshot {
                 group_snapshot_id: group,
@@ -329,5 +366,25 @@ mod tests {
     #[test]
     fn member_names_are_stable_per_group_and_source() {
         assert_eq!(member_name("groupsnapshot-1", "u2"), "groupsnapshot-1-u2");
+    }
+
+    #[test]
+    fn the_event_regards_the_volume_group_snapshot_the_sidecar_names() {
+        let params = [
+            (VGS_NAME_PARAM.to_string(), "db".to_string()),
+            (VGS_NAMESPACE_PARAM.to_string(), "prod".to_string()),
+        ]
+        .into();
+        let r = volume_group_snapshot(&params, "groupsnapshot-0f1e").unwrap();
+        assert_eq!(
+            (
+                r.kind.as_str(),
+                r.namespace.as_str(),
+                r.name.as_str(),
+                r.uid.as_str()
+            ),
+            ("VolumeGroupSnapshot", "prod", "db", "0f1e")
+        );
+        assert!(volume_group_snapshot(&Default::default(), "g").is_none());
     }
 }

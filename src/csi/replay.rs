@@ -33,6 +33,12 @@ impl Unit for CsiControllerUnit {
     }
 
     async fn replay(&self, intent: &Intent, _steps: &Steps) -> Result<Done, UnitError> {
+        if CsiAction::parse(&intent.action) == Some(CsiAction::ReportGroupSnapshot) {
+            // The report is its Event: published from this outcome, once.
+            let note = arg(intent, "note").unwrap_or_default();
+            return Ok(Done::replayed(Replayed::Redone)
+                .with_event(crate::csi::writes::group_snapshot_event(note)));
+        }
         let api: Api<LogicalVolume> = Api::all(self.client.clone());
         let name = intent.object.name.as_str();
         let seen = api.get_opt(name).await.map_err(|e| {
@@ -66,6 +72,7 @@ impl Unit for CsiControllerUnit {
                     _ => Replayed::NotDone,
                 }))
             }
+            Some(CsiAction::ReportGroupSnapshot) => Ok(Done::replayed(Replayed::Rechecked)),
             None => Err(UnitError::permanent(
                 "UnknownAction",
                 format!(

@@ -61,6 +61,13 @@ pub struct LvWrites {
     pub epoch: Arc<AtomicU64>,
 }
 
+/// The reason of the Event a group snapshot's VolumeGroupSnapshot gets once it is taken.
+pub const REASON_GROUP_SNAPSHOT_TAKEN: &str = "GroupSnapshotTaken";
+
+pub fn group_snapshot_event(note: &str) -> lvms_journal::EventNote {
+    lvms_journal::EventNote::normal(REASON_GROUP_SNAPSHOT_TAKEN, note)
+}
+
 /// What a create found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Created {
@@ -143,6 +150,25 @@ impl LvWrites {
             .run(step, || async move { delete_lv(&api, name, uid).await })
             .await
             .map(|_| ())
+            .map_err(csi_error)
+    }
+
+    /// The Event on `regarding` (the VolumeGroupSnapshot) saying group `group` was taken:
+    /// journaled once per group, however often the CO asks again.
+    pub async fn report_group(
+        &self,
+        regarding: ObjectRef,
+        group: &str,
+        note: String,
+    ) -> Result<(), CsiError> {
+        let step = StepSpec::new(regarding, CsiAction::ReportGroupSnapshot)
+            .args(vec![format!("group={group}"), format!("note={note}")]);
+        self.steps(Vec::new())
+            .run_once(step, || async move {
+                Ok(Done::default().with_event(group_snapshot_event(&note)))
+            })
+            .await
+            .map(drop)
             .map_err(csi_error)
     }
 

@@ -36,6 +36,7 @@ fn regarding(spec: &EventSpec) -> ObjectReference {
             format!("{GROUP}/v1alpha1")
         }
         "LogicalVolume" => "topolvm.io/v1".to_string(),
+        "VolumeGroupSnapshot" => "groupsnapshot.storage.k8s.io/v1".to_string(),
         _ => "v1".to_string(),
     };
     ObjectReference {

@@ -119,6 +119,17 @@ pub fn under_hold(mut lvcreate: Vec<String>) -> Vec<String> {
     lvcreate
 }
 
+/// The LV tag naming a member's group: `lvs @lvms-group.<group>` lists a group's snapshots.
+pub fn group_tag(group: &str) -> String {
+    format!("lvms-group.{group}")
+}
+
+/// A member's `lvcreate -s` with its group's tag.
+pub fn with_group_tag(mut lvcreate: Vec<String>, group: &str) -> Vec<String> {
+    lvcreate.extend(["--addtag".to_string(), group_tag(group)]);
+    lvcreate
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -218,6 +229,20 @@ mod tests {
             dev("vg-x", 1, true),
         ];
         assert_eq!(held_gates(&devices), ["lvms-a"]);
+    }
+
+    #[test]
+    fn members_carry_their_groups_tag() {
+        assert_eq!(
+            with_group_tag(names(&["lvcreate", "-s", "vg/a"]), "groupsnapshot-1"),
+            [
+                "lvcreate",
+                "-s",
+                "vg/a",
+                "--addtag",
+                "lvms-group.groupsnapshot-1"
+            ]
+        );
     }
 
     #[test]

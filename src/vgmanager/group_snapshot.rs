@@ -21,7 +21,7 @@ use crate::api::LogicalVolume;
 use crate::api::topolvm::GROUP_MEMBERS_ANNOTATION;
 use crate::csi::gate;
 use crate::node::group_plan::{
-    GroupPlan, MemberState, Source, held_gates, hold_gates, plan_group, under_hold,
+    GroupPlan, MemberState, Source, held_gates, hold_gates, plan_group, under_hold, with_group_tag,
 };
 use crate::node::lvmd_config::LvmdConfig;
 use crate::node::volume_actions::VolumeAction as A;
@@ -256,7 +256,12 @@ impl VolumesUnit {
                         return Err((Code::NotFound, format!("{}: no source", v.name)));
                     };
                     let dm_name = gate::lv_dm_name(&class.volume_group, &volume_id);
-                    out.push((lv.clone(), under_hold(argv), Source { volume_id, dm_name }));
+                    let group = view_of(lv).group.unwrap_or_default();
+                    out.push((
+                        lv.clone(),
+                        under_hold(with_group_tag(argv, &group)),
+                        Source { volume_id, dm_name },
+                    ));
                 }
                 Plan::Status(StatusWrite::Refused { code, message }) => {
                     return Err((code, format!("member {}: {message}", v.name)));

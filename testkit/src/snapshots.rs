@@ -119,6 +119,23 @@ pub async fn remove_group_api(client: &kube::Client) {
     }
 }
 
+fn dynamic(
+    client: &kube::Client,
+    group: &str,
+    plural: &str,
+    kind: &str,
+    namespace: Option<&str>,
+) -> Api<kube::api::DynamicObject> {
+    let ar = kube::api::ApiResource::from_gvk_with_plural(
+        &kube::api::GroupVersionKind::gvk(group, "v1", kind),
+        plural,
+    );
+    match namespace {
+        Some(ns) => Api::namespaced_with(client.clone(), ns, &ar),
+        None => Api::all_with(client.clone(), &ar),
+    }
+}
+
 /// A dynamic API of `snapshot.storage.k8s.io/v1` `kind` (`plural`), namespaced or not.
 pub fn api(
     client: &kube::Client,
@@ -126,14 +143,7 @@ pub fn api(
     kind: &str,
     namespace: Option<&str>,
 ) -> Api<kube::api::DynamicObject> {
-    let ar = kube::api::ApiResource::from_gvk_with_plural(
-        &kube::api::GroupVersionKind::gvk("snapshot.storage.k8s.io", "v1", kind),
-        plural,
-    );
-    match namespace {
-        Some(ns) => Api::namespaced_with(client.clone(), ns, &ar),
-        None => Api::all_with(client.clone(), &ar),
-    }
+    dynamic(client, "snapshot.storage.k8s.io", plural, kind, namespace)
 }
 
 /// A dynamic API of `groupsnapshot.storage.k8s.io/v1` `kind` (`plural`), namespaced or not.
@@ -143,14 +153,13 @@ pub fn group_api(
     kind: &str,
     namespace: Option<&str>,
 ) -> Api<kube::api::DynamicObject> {
-    let ar = kube::api::ApiResource::from_gvk_with_plural(
-        &kube::api::GroupVersionKind::gvk("groupsnapshot.storage.k8s.io", "v1", kind),
+    dynamic(
+        client,
+        "groupsnapshot.storage.k8s.io",
         plural,
-    );
-    match namespace {
-        Some(ns) => Api::namespaced_with(client.clone(), ns, &ar),
-        None => Api::all_with(client.clone(), &ar),
-    }
+        kind,
+        namespace,
+    )
 }
 
 /// A VolumeSnapshotClass of TopoLVM's driver.

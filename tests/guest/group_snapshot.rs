@@ -13,7 +13,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::Api;
-use kube::api::{ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams};
+use kube::api::{DeleteParams, DynamicObject, ListParams};
 use kube::api::{Patch, PatchParams, PostParams};
 use lvms::api::LogicalVolume;
 use lvms_journal::{Body, Journal};
@@ -27,9 +27,15 @@ use crate::csi::{SLOW, bound_handle, run_thin_csi};
 use crate::group::Ctx;
 use crate::node::HostCtx;
 
-/// Group snapshots taken while the writer runs, restored and checked in batches (the restores
-/// of a batch share the thin pool with the next one's only after they are deleted).
-const ROUNDS: usize = 20;
+/// Group snapshots taken while the writer runs (`LVMS_GROUP_ROUNDS`, a multiple of [`BATCH`],
+/// 20 by default), five at a time; a batch's groups are deleted before the next is taken.
+fn rounds() -> usize {
+    std::env::var("LVMS_GROUP_ROUNDS")
+        .ok()
+        .and_then(|r| r.parse::<usize>().ok())
+        .filter(|r| *r > 0 && r % BATCH == 0)
+        .unwrap_or(20)
+}
 const BATCH: usize = 5;
 /// Where vg-manager is killed during a group snapshot: after the hold (gates suspended), after
 /// the first member's snapshot (a partial group), before the release (all taken, still held).
@@ -45,9 +51,14 @@ const GUEST: &str = r#"
 K() { KUBECONFIG=/work/kubeconfig /work/lvms dev kubelet "$@" --socket $VGM/csi.sock --timeout-secs 900; }
 call() { what=$1; shift; K "$@" >>"$GUEST_OUT/kubelet.log" 2>&1 || fail "kubelet $what failed: $(tail -3 "$GUEST_OUT/kubelet.log")" 30; }
 gates() { dmsetup info -c --noheadings --separator ' ' -o name,open,suspended | grep '^lvms-' || true; }
+# The volume id behind a target (its gate's name).
+vid() { awk -v t="$1" '$5 == t { for (i = 1; i <= NF; i++) if ($i == "-") print $(i + 2) }' /proc/self/mountinfo | sed 's|^/dev/mapper/lvms-||'; }
 M=/mnt/kubelet-group
 call publish publish --claim "$NS/data" --target $M/data
 call publish publish --claim "$NS/wal" --target $M/wal
+DATA=$(vid $M/data) WAL=$(vid $M/wal)
+echo "group-snapshot: data $DATA wal $WAL" >/dev/console
+( while sleep 120; do { echo WATCH; dmsetup info -c --noheadings -o name,open,suspended; ps -o pid,stat,args | grep -v ' \[' | tail -25; } >/dev/console 2>&1; done ) &
 gates >"$GUEST_OUT/gates-published.txt"
 grep " $M/" /proc/self/mountinfo >"$GUEST_OUT/mounts-published.txt"
 # The writer: record n goes to data (even n) or wal (odd n), appended and fsynced before n+1.
@@ -59,23 +70,53 @@ grep " $M/" /proc/self/mountinfo >"$GUEST_OUT/mounts-published.txt"
   done
   echo $n >"$GUEST_OUT/records" ) &
 writer=$!
-# A restored pair: the last record of each (-1: none) and each file's record count.
+# One line per pair: tag, the last record of each (-1: none), each file's record count.
+pair() { # tag data-dir wal-dir
+  pa=$(tail -n 1 $2/log); pb=$(tail -n 1 $3/log)
+  echo "$1 ${pa:--1} ${pb:--1} $(wc -l <$2/log) $(wc -l <$3/log)" >>"$GUEST_OUT/rounds.txt"
+}
+# Every group's two member snapshots (LV tag lvms-group.<id>), read where lvm2 made them.
+checked=" " ngroups=0
+mkdir -p /mnt/g-data /mnt/g-wal
+# The snapshot of volume $2 in group $1.
+member() {
+  lvs --noheadings --separator '|' -o lv_name,origin,lv_tags "$VG" | tr -d ' ' \
+    | awk -F'|' -v o="$2" -v t="lvms-group.$1" '$2 == o && index("," $3 ",", "," t ",") { print $1 }'
+}
+check_groups() { # until this many groups are checked
+  i=0
+  while [ $ngroups -lt $1 ]; do
+    for g in $(lvs --noheadings -o lv_tags "$VG" | tr ',' '\n' | sed -n 's/^ *lvms-group\.//p' | sort -u); do
+      case "$checked" in *" $g "*) continue ;; esac
+      d=$(member $g $DATA) w=$(member $g $WAL)
+      [ -n "$d" ] && [ -n "$w" ] || continue
+      mount -o ro,nouuid /dev/$VG/$d /mnt/g-data || fail "mounting $g's data member" 43
+      mount -o ro,noload /dev/$VG/$w /mnt/g-wal || fail "mounting $g's wal member" 43
+      pair "group:$g" /mnt/g-data /mnt/g-wal
+      umount /mnt/g-data /mnt/g-wal
+      checked="$checked$g " ngroups=$((ngroups + 1))
+    done
+    i=$((i+1))
+    [ $i -gt 300 ] && fail "only $ngroups of $1 group snapshots read (data $DATA, wal $WAL): $(lvs --noheadings --separator '|' -o lv_name,origin,lv_tags "$VG" 2>&1)" 44
+    sleep 1
+  done
+}
+# A group's members restored into claims r<tag>-data and r<tag>-wal, published, read.
 check() {
   call publish publish --claim "$NS/r$1-data" --target $M/r$1-data
   call publish publish --claim "$NS/r$1-wal" --target $M/r$1-wal
-  a=$(tail -n 1 $M/r$1-data/log); b=$(tail -n 1 $M/r$1-wal/log)
-  echo "$1 ${a:--1} ${b:--1} $(wc -l <$M/r$1-data/log) $(wc -l <$M/r$1-wal/log)" >>"$GUEST_OUT/rounds.txt"
+  pair "restore:$1" $M/r$1-data $M/r$1-wal
   call unpublish unpublish --claim "$NS/r$1-data" --target $M/r$1-data
   call unpublish unpublish --claim "$NS/r$1-wal" --target $M/r$1-wal
 }
 echo "LVMS-JOB-MARK $JOB writing" >/dev/console
-i=1
-while [ $i -le $ROUNDS ]; do
-  check $i
-  [ $((i % BATCH)) = 0 ] && echo "LVMS-JOB-MARK $JOB checked-$i" >/dev/console
-  i=$((i+1))
+upto=$BATCH
+while [ $upto -le $ROUNDS ]; do
+  check_groups $upto
+  check $upto
+  echo "LVMS-JOB-MARK $JOB checked-$upto" >/dev/console
+  upto=$((upto + BATCH))
 done
-echo "LVMS-JOB-MARK $JOB rounds" >/dev/console
 for c in CRASHES; do
   k=${c%%=*}; at=${c#*=}
   kill $vgm; wait $vgm 2>/dev/null
@@ -92,6 +133,7 @@ for c in CRASHES; do
     timeout 60 sh -c "echo $k >$M/$v/after-$k && sync $M/$v/after-$k" || fail "$v not writable after the $k kill" 42
   done
   echo ok >"$GUEST_OUT/writable-$k"
+  check_groups $((ngroups + 1))
   check c$k
   echo "LVMS-JOB-MARK $JOB crashed-$k" >/dev/console
 done
@@ -106,22 +148,6 @@ until [ "$(tagged)" -eq 0 ]; do
   i=$((i+1)); [ $i -gt 900 ] && fail "the CSI volumes were never removed" 17; sleep 1
 done
 "#;
-
-fn group_api(
-    client: &kube::Client,
-    plural: &str,
-    kind: &str,
-    ns: Option<&str>,
-) -> Api<DynamicObject> {
-    let ar = ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("groupsnapshot.storage.k8s.io", "v1", kind),
-        plural,
-    );
-    match ns {
-        Some(ns) => Api::namespaced_with(client.clone(), ns, &ar),
-        None => Api::all_with(client.clone(), &ar),
-    }
-}
 
 fn group_class(name: &str, policy: &str) -> Value {
     json!({
@@ -153,10 +179,11 @@ struct Apis {
 /// (the driver's handle) and each member VolumeSnapshot by the claim it was taken from.
 async fn take(
     a: &Apis,
-    name: &str,
+    name: String,
     class: &str,
     peers: &[lvms::dev::csi_peers::Sidecar],
 ) -> (String, Vec<(String, String)>) {
+    let name = name.as_str();
     let pp = PatchParams::apply("lvms-test").force();
     a.groups
         .patch(name, &pp, &Patch::Apply(&group_snapshot(name, class)))
@@ -276,7 +303,7 @@ fn host(h: HostCtx<'_>) -> futures::future::BoxFuture<'_, ()> {
         let ns = h.s.ns.name.clone();
         snapshots::install_api(&client).await;
         let pp = PatchParams::apply("lvms-test").force();
-        let classes = group_api(
+        let classes = snapshots::group_api(
             &client,
             "volumegroupsnapshotclasses",
             "VolumeGroupSnapshotClass",
@@ -309,13 +336,13 @@ fn host(h: HostCtx<'_>) -> futures::future::BoxFuture<'_, ()> {
         let kubeconfig = &lvms_testkit::env::env().cp.kubeconfig;
         let peers = snapshots::controllers(&h.socket, kubeconfig, &h.s.dir, "240s");
         let a = Apis {
-            groups: group_api(
+            groups: snapshots::group_api(
                 &client,
                 "volumegroupsnapshots",
                 "VolumeGroupSnapshot",
                 Some(&ns),
             ),
-            contents: group_api(
+            contents: snapshots::group_api(
                 &client,
                 "volumegroupsnapshotcontents",
                 "VolumeGroupSnapshotContent",
@@ -343,18 +370,22 @@ fn host(h: HostCtx<'_>) -> futures::future::BoxFuture<'_, ()> {
         h.guest.mark("writing").await;
 
         let mut handles = Vec::new();
-        for first in (1..=ROUNDS).step_by(BATCH) {
-            let batch: Vec<usize> = (first..first + BATCH).collect();
+        for last in (BATCH..=rounds()).step_by(BATCH) {
+            // A batch's groups are asked for at once (the writer runs on); the node takes them
+            // one after another, each at its own instant.
+            let batch: Vec<usize> = (last + 1 - BATCH..=last).collect();
+            let taken = futures::future::join_all(
+                batch
+                    .iter()
+                    .map(|i| take(&a, format!("g{i}"), &delete_class, &peers)),
+            )
+            .await;
+            let members = &taken[taken.len() - 1].1;
+            restore(&h, &a, &last.to_string(), members).await;
+            handles.extend(taken.into_iter().map(|(handle, _)| handle));
+            h.guest.mark(&format!("checked-{last}")).await;
+            delete_restores(&a, &last.to_string()).await;
             for i in &batch {
-                let (handle, members) = take(&a, &format!("g{i}"), &delete_class, &peers).await;
-                restore(&h, &a, &i.to_string(), &members).await;
-                handles.push(handle);
-            }
-            h.guest
-                .mark(&format!("checked-{}", first + BATCH - 1))
-                .await;
-            for i in &batch {
-                delete_restores(&a, &i.to_string()).await;
                 a.groups
                     .delete(&format!("g{i}"), &DeleteParams::default())
                     .await
@@ -372,28 +403,62 @@ fn host(h: HostCtx<'_>) -> futures::future::BoxFuture<'_, ()> {
                 "group {handle}: members stayed after a Delete-policy group was deleted"
             );
         }
-        let left = a
-            .snaps
-            .list(&ListParams::default())
-            .await
-            .expect("snapshots")
-            .items
-            .len();
-        assert_eq!(left, 0, "no member VolumeSnapshot is left");
+        // One GroupSnapshotTaken Event per group, on its VolumeGroupSnapshot.
+        let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(client.clone(), &ns);
+        let taken_events = eventually(SLOW, || async {
+            let list = events.list(&ListParams::default()).await.ok()?;
+            let mut per: std::collections::BTreeMap<String, i32> = Default::default();
+            for e in list.items.iter().filter(|e| {
+                e.reason.as_deref() == Some("GroupSnapshotTaken")
+                    && e.involved_object.kind.as_deref() == Some("VolumeGroupSnapshot")
+            }) {
+                *per.entry(e.involved_object.name.clone().unwrap_or_default())
+                    .or_default() += e.count.unwrap_or(1);
+            }
+            (per.len() == rounds()).then_some(per)
+        })
+        .await;
+        let per = taken_events.expect("a GroupSnapshotTaken Event for every group");
+        assert!(
+            per.values().all(|c| *c == 1),
+            "each group's Event published once: {per:?}"
+        );
+        // snapshot-controller removes the member VolumeSnapshots after their contents.
+        let snaps_gone = eventually(SLOW, || async {
+            let left = a.snaps.list(&ListParams::default()).await.ok()?.items.len();
+            (left == 0).then_some(())
+        })
+        .await;
+        assert!(
+            snaps_gone.is_some(),
+            "member VolumeSnapshots stayed after their groups were deleted"
+        );
+
+        for (k, _) in CRASHES {
+            h.guest.mark(&format!("armed-{k}")).await;
+            let (_, members) = take(&a, format!("c{k}"), &delete_class, &peers).await;
+            restore(&h, &a, &format!("c{k}"), &members).await;
+            h.guest.mark(&format!("crashed-{k}")).await;
+            delete_restores(&a, &format!("c{k}")).await;
+            a.groups
+                .delete(&format!("c{k}"), &DeleteParams::default())
+                .await
+                .expect("delete group snapshot");
+        }
 
         // Deletion policy Retain: the group's volumes outlive the VolumeGroupSnapshot.
-        let (kept, _) = take(&a, "keep", &retain_class, &peers).await;
+        let (kept, _) = take(&a, "keep".to_string(), &retain_class, &peers).await;
         a.groups
             .delete("keep", &DeleteParams::default())
             .await
             .expect("delete the kept group");
-        let content_left = eventually(SLOW, || async {
+        let deleted = eventually(SLOW, || async {
             let g = a.groups.get_opt("keep").await.ok()?;
             g.is_none().then_some(())
         })
         .await;
         assert!(
-            content_left.is_some(),
+            deleted.is_some(),
             "the Retain group snapshot was never deleted"
         );
         tokio::time::sleep(Duration::from_secs(5)).await;
@@ -428,19 +493,6 @@ fn host(h: HostCtx<'_>) -> futures::future::BoxFuture<'_, ()> {
             released.is_some(),
             "the retained members were never removed after their contents were deleted with policy Delete"
         );
-
-        h.guest.mark("rounds").await;
-        for (k, _) in CRASHES {
-            h.guest.mark(&format!("armed-{k}")).await;
-            let (_, members) = take(&a, &format!("c{k}"), &delete_class, &peers).await;
-            restore(&h, &a, &format!("c{k}"), &members).await;
-            h.guest.mark(&format!("crashed-{k}")).await;
-            delete_restores(&a, &format!("c{k}")).await;
-            a.groups
-                .delete(&format!("c{k}"), &DeleteParams::default())
-                .await
-                .expect("delete group snapshot");
-        }
         h.guest.mark("checked").await;
         for name in ["data", "wal"] {
             a.pvcs
@@ -470,14 +522,33 @@ fn host(h: HostCtx<'_>) -> futures::future::BoxFuture<'_, ()> {
     })
 }
 
+fn strip_ansi(line: &str) -> String {
+    let mut out = String::new();
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            // Up to and including the final letter of the escape sequence.
+            for e in chars.by_ref() {
+                if e.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 /// Twenty group snapshots of two volumes under a writer, each restored and consistent; the
 /// Delete and Retain policies; SIGKILL at each step of the group operation.
 pub async fn group_snapshots_are_consistent_follow_their_policy_and_survive_kills(ctx: Ctx) {
     let vg = format!("g{}", std::process::id());
     let crashes: Vec<String> = CRASHES.iter().map(|(k, at)| format!("{k}={at}")).collect();
     let after = format!(
-        "NS=guest-group-snapshot-{} VG={vg} ROUNDS={ROUNDS} BATCH={BATCH}\n{}",
+        "NS=guest-group-snapshot-{} VG={vg} ROUNDS={} BATCH={BATCH}\n{}",
         std::process::id(),
+        rounds(),
         GUEST.replace(
             "for c in CRASHES",
             &format!("for c in {}", crashes.join(" "))
@@ -496,14 +567,15 @@ pub async fn group_snapshots_are_consistent_follow_their_policy_and_survive_kill
         mounts.contains("/dev/mapper/lvms-"),
         "mounted through the gates: {mounts}"
     );
-    let rounds = out.read("rounds.txt");
-    let results: Vec<Result<(i64, i64), String>> = rounds.lines().map(consistent).collect();
+    let lines = out.read("rounds.txt");
+    let results: Vec<Result<(i64, i64), String>> = lines.lines().map(consistent).collect();
     let bad: Vec<&String> = results.iter().filter_map(|r| r.as_ref().err()).collect();
-    assert!(bad.is_empty(), "inconsistent restored pairs: {bad:#?}");
+    assert!(bad.is_empty(), "inconsistent pairs: {bad:#?}");
+    let of = |prefix: &str| lines.lines().filter(|l| l.starts_with(prefix)).count();
     assert_eq!(
-        results.len(),
-        ROUNDS + CRASHES.len(),
-        "every round and every crash round restored and checked: {rounds}"
+        (of("group:"), of("restore:")),
+        (rounds() + CRASHES.len(), rounds() / BATCH + CRASHES.len()),
+        "every group read on the node, one per batch and each kill's restored into claims: {lines}"
     );
     let writer_failed = out.out.join("writer-failed");
     assert!(
@@ -534,22 +606,27 @@ pub async fn group_snapshots_are_consistent_follow_their_policy_and_survive_kill
     let held_ms: Vec<u64> = taken
         .lines()
         .filter_map(|l| {
-            l.split("held_ms=")
-                .nth(1)?
-                .split_whitespace()
-                .next()?
-                .parse()
-                .ok()
+            // The log may colour the field (`ESC[..m` around `=`): drop the escapes first.
+            let plain = strip_ansi(l);
+            let after = plain.split("held_ms").nth(1)?;
+            let digits: String = after
+                .trim_start_matches(|c: char| !c.is_ascii_digit())
+                .chars()
+                .take_while(char::is_ascii_digit)
+                .collect();
+            digits.parse().ok()
         })
         .collect();
     let records = out.read("records");
     let mut sorted = held_ms.clone();
     sorted.sort_unstable();
     println!(
-        "group-snapshot: {} pairs consistent ({} rounds + {} after kills), {} records written, hold (ms) min {} median {} max {}",
+        "group-snapshot: {} pairs consistent ({} groups read on the node: {} under the writer + {} after kills; {} restored pairs), {} records written, hold (ms) min {} median {} max {}",
         results.len(),
-        ROUNDS,
+        of("group:"),
+        rounds(),
         CRASHES.len(),
+        of("restore:"),
         records.trim(),
         sorted.first().copied().unwrap_or(0),
         sorted.get(sorted.len() / 2).copied().unwrap_or(0),
@@ -572,7 +649,7 @@ pub async fn group_snapshots_are_consistent_follow_their_policy_and_survive_kill
             .count()
     };
     assert!(
-        count("hold-gates", "VolumeGroupSnapshot") >= ROUNDS + 1 + CRASHES.len(),
+        count("hold-gates", "VolumeGroupSnapshot") >= rounds() + CRASHES.len(),
         "a hold per group taken: {}",
         count("hold-gates", "VolumeGroupSnapshot")
     );
@@ -582,4 +659,23 @@ pub async fn group_snapshots_are_consistent_follow_their_policy_and_survive_kill
         "each killed hold thawed once at the next start"
     );
     assert!(j.open_intents().expect("open intents").is_empty());
+    // A group's story in the journal, as a user asks for it.
+    let group = intents
+        .iter()
+        .find(|i| i.action == "hold-gates")
+        .map(|i| i.object.name.clone())
+        .expect("a hold");
+    let shown = std::process::Command::new(env!("CARGO_BIN_EXE_lvms"))
+        .args(["journal", "inspect", "-o", "jsonl", "--object"])
+        .arg(format!("VolumeGroupSnapshot/{group}"))
+        .arg(out.out.join("journal/vg-manager"))
+        .output()
+        .expect("lvms journal inspect");
+    let shown = String::from_utf8_lossy(&shown.stdout);
+    for action in ["hold-gates", "release-gates"] {
+        assert!(
+            shown.contains(action),
+            "`lvms journal inspect --object VolumeGroupSnapshot/{group}` shows {action}: {shown}"
+        );
+    }
 }

@@ -2,7 +2,7 @@
 //! controller socket (on the host, reached through the group's relay) and vg-manager's node
 //! socket (in the guest, where its mounts are): once on a thick class, skipping what a thick
 //! class refuses (snapshots and clones, as TopoLVM's own run skips them), once on a thin class
-//! with nothing skipped.
+//! with nothing skipped; the two at once. The GroupController specs run on both.
 
 use crate::group::{Ctx, RELAY_PORT_IN_GUEST};
 use crate::node::{NodeRun, by_id, run_node};
@@ -28,8 +28,10 @@ san() {{ # class, tag, skip...
     >"$GUEST_OUT/sanity-$tag.log" 2>&1
   echo $? >"$GUEST_OUT/sanity-$tag.status"
 }}
-san {thick} thick '--ginkgo.skip={THICK_SKIP}'
-san {thin} thin
+# The two suites side by side: each waits on RPCs most of its time.
+san {thick} thick '--ginkgo.skip={THICK_SKIP}' &
+san {thin} thin &
+wait
 grep -c " /tmp/sanity-" /proc/self/mountinfo >"$GUEST_OUT/mounts-left" || true
 "#
     )
@@ -88,6 +90,11 @@ pub async fn csi_sanity_passes_on_a_thick_and_a_thin_class(ctx: Ctx) {
             "the Node suite ran on the {tag} class: {node:#?}\n{tail}"
         );
         assert!(!ran(&junit, "Controller Service").is_empty());
+        let group = ran(&junit, "GroupController");
+        assert!(
+            group.len() >= 6,
+            "csi-sanity's GroupController specs ran on the {tag} class: {group:#?}"
+        );
         let snapshots = ran(&junit, "Snapshot");
         if tag == "thin" {
             assert!(snapshots.len() >= 5, "snapshot specs ran: {snapshots:#?}");
