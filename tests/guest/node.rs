@@ -198,11 +198,11 @@ start() {{
 fail() {{ echo "guest: $1"; tail -30 "$GUEST_OUT/vg-manager.log"; kill $vgm; exit "$2"; }}
 {first_life}start
 {killed_creating}# The host side comes when the scenarios before it are done (they take turns), so this wait
-# can be long (the group's own deadline bounds it); it reads a file, never lvm2 (every lvm2 command costs ~0.5 s of the one vCPU the
+# can be long (sanity comes after group-snapshot: ~35 min; the group's own deadline bounds it); it reads a file, never lvm2 (every lvm2 command costs ~0.5 s of the one vCPU the
 # group's jobs share). lvmd.yaml names the class once vg-manager has built it.
 i=0
 until grep -q "volume-group: {vg}" $VGM/lvmd.yaml 2>/dev/null; do
-  i=$((i+1)); [ $i -gt 3600 ] && fail "no lvmd.yaml entry for {vg} after 1800 s" 12; sleep 0.5
+  i=$((i+1)); [ $i -gt 7200 ] && fail "no lvmd.yaml entry for {vg} after 3600 s" 12; sleep 0.5
 done
 {ready_check} >/dev/null 2>&1 || fail "lvmd.yaml names {vg} but lvm2 has no {ready_check}" 10
 lvs -a --reportformat json --units b --nosuffix \
