@@ -93,8 +93,18 @@ impl NodeReads<'_> {
         }
     }
 
-    /// The device's signature; blkid exits 2 when it finds none.
+    /// The device's signature; blkid exits 2 when it finds none. The device's cached pages
+    /// are dropped first: a filesystem made through the volume's gate is not in the LV's own
+    /// page cache, and a stale "nothing here" must never lead to a format.
     pub async fn signature(&self, device: &str) -> Result<Option<String>, CsiError> {
+        self.run(
+            &["blockdev".into(), "--flushbufs".into(), device.into()],
+            &[],
+        )
+        .await
+        .map_err(|e| {
+            CsiError::unavailable(format!("blockdev --flushbufs {device}: {}", e.message))
+        })?;
         let out = self
             .run(
                 &[
@@ -179,12 +189,13 @@ impl HostVolumes {
             .map_err(|e| UnitError::retryable("NodeCommandFailed", e.to_string()))
     }
 
+    /// mkfs unless a signature is there by now; true when it made the filesystem.
     async fn format(
         &self,
         spec: &PublishSpec,
         device: &str,
         fs_type: &str,
-    ) -> Result<(), CsiError> {
+    ) -> Result<bool, CsiError> {
         let step = StepSpec::new(volume_ref(&spec.volume_id), NodeAction::Format).args(vec![
             format!("device={device}"),
             format!("fsType={fs_type}"),
@@ -202,7 +213,7 @@ impl HostVolumes {
                 Ok(Done::default())
             })
             .await
-            .map(drop)
+            .map(|done| !done.facts.contains_key("found"))
             .map_err(csi_error)
     }
 
@@ -338,8 +349,8 @@ impl HostVolumes {
                     .make_target(Path::new(&spec.target), !block)
                     .map_err(|e| internal("making the target")(format!("{}: {e}", spec.target)))?,
                 PublishStep::Format { fs_type } => {
-                    self.format(spec, &device, &fs_type).await?;
-                    fresh = true;
+                    // Only a filesystem made now gets the fresh root's mode.
+                    fresh = self.format(spec, &device, &fs_type).await?;
                 }
                 PublishStep::Mount => self.mount(spec, &device, fresh).await?,
             }

@@ -83,39 +83,95 @@ async fn install_crds(client: &kube::Client, files: &[&str]) {
         .expect("snapshot CRDs");
 }
 
-/// Removes the CRDs again (with every snapshot object): the next scenario on this control
-/// plane finds the API as it was.
-pub async fn remove_api(client: &kube::Client) {
-    remove_group_api(client).await;
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for name in [
+/// Every snapshot kind the CRDs serve: (group, plural, kind).
+const KINDS: [(&str, &str, &str); 6] = [
+    (
+        "groupsnapshot.storage.k8s.io",
+        "volumegroupsnapshots",
+        "VolumeGroupSnapshot",
+    ),
+    (
+        "groupsnapshot.storage.k8s.io",
+        "volumegroupsnapshotcontents",
+        "VolumeGroupSnapshotContent",
+    ),
+    (
+        "groupsnapshot.storage.k8s.io",
+        "volumegroupsnapshotclasses",
+        "VolumeGroupSnapshotClass",
+    ),
+    (
+        "snapshot.storage.k8s.io",
         "volumesnapshots",
+        "VolumeSnapshot",
+    ),
+    (
+        "snapshot.storage.k8s.io",
         "volumesnapshotcontents",
+        "VolumeSnapshotContent",
+    ),
+    (
+        "snapshot.storage.k8s.io",
         "volumesnapshotclasses",
-    ] {
-        let _ = crds
-            .delete(
-                &format!("{name}.snapshot.storage.k8s.io"),
-                &DeleteParams::default(),
-            )
-            .await;
-    }
+        "VolumeSnapshotClass",
+    ),
+];
+
+/// Removes the CRDs again (with every snapshot object) and waits until they are gone: the next
+/// scenario on this control plane finds the API as it was. The controllers are stopped by now,
+/// so objects still carrying their finalizers would keep a CRD terminating, and a later
+/// scenario's install would apply onto it and lose it when it finally goes: the finalizers are
+/// dropped first.
+pub async fn remove_api(client: &kube::Client) {
+    remove(client, &KINDS).await;
 }
 
 /// Removes the three `groupsnapshot.storage.k8s.io` CRDs (with every group snapshot object).
 pub async fn remove_group_api(client: &kube::Client) {
+    remove(client, &KINDS[..3]).await;
+}
+
+async fn remove(client: &kube::Client, kinds: &[(&str, &str, &str)]) {
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for name in [
-        "volumegroupsnapshots",
-        "volumegroupsnapshotcontents",
-        "volumegroupsnapshotclasses",
-    ] {
+    let unfinalize = json!({"metadata": {"finalizers": null}});
+    for (group, plural, kind) in kinds {
+        let objects = dynamic(client, group, plural, kind, None);
+        for o in objects
+            .list(&Default::default())
+            .await
+            .map(|l| l.items)
+            .unwrap_or_default()
+        {
+            let name = o.metadata.name.clone().unwrap_or_default();
+            let api = match o.metadata.namespace.as_deref() {
+                Some(ns) => dynamic(client, group, plural, kind, Some(ns)),
+                None => dynamic(client, group, plural, kind, None),
+            };
+            let _ = api
+                .patch(
+                    &name,
+                    &kube::api::PatchParams::default(),
+                    &kube::api::Patch::Merge(&unfinalize),
+                )
+                .await;
+        }
         let _ = crds
-            .delete(
-                &format!("{name}.groupsnapshot.storage.k8s.io"),
-                &DeleteParams::default(),
-            )
+            .delete(&format!("{plural}.{group}"), &DeleteParams::default())
             .await;
+    }
+    for (group, plural, _) in kinds {
+        let name = format!("{plural}.{group}");
+        let gone = eventually(Duration::from_secs(60), || async {
+            crds.get_opt(&name)
+                .await
+                .ok()
+                .and_then(|c| c.is_none().then_some(()))
+        })
+        .await;
+        assert!(
+            gone.is_some(),
+            "CRD {name} still there 60 s after its deletion"
+        );
     }
 }
 

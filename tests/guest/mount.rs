@@ -341,7 +341,7 @@ const CRASH_GUEST: &str = r#"
 K() { KUBECONFIG=/work/kubeconfig /work/lvms dev kubelet "$@" --socket $VGM/csi.sock --timeout-secs 900; }
 M=/mnt/kubelet-crash
 vol() { lvs --noheadings -o lv_name -S lv_tags=lvms-volume "$VG" | tr -d ' '; }
-uuid() { blkid -p -o export "/dev/$VG/$(vol)" | grep '^UUID=' || echo none; }
+uuid() { blockdev --flushbufs "/dev/$VG/$(vol)"; blkid -p -o export "/dev/$VG/$(vol)" | grep '^UUID=' || echo none; }
 mounts() { grep -c " $M/one " /proc/self/mountinfo || true; }
 killed_at() { # crash point, tag
   kill $vgm; wait $vgm 2>/dev/null
