@@ -16,7 +16,7 @@ use tracing::{Instrument, info, info_span, warn};
 
 use super::node_volumes::NodeReads;
 use super::volume_group::host_err;
-use super::volumes::{Observed, VolumesUnit};
+use super::volumes::{Observed, VolumesUnit, host_view};
 use crate::api::LogicalVolume;
 use crate::api::topolvm::GROUP_MEMBERS_ANNOTATION;
 use crate::csi::gate;
@@ -26,8 +26,8 @@ use crate::node::group_plan::{
 use crate::node::lvmd_config::LvmdConfig;
 use crate::node::volume_actions::VolumeAction as A;
 use crate::node::volume_commands as cmd;
-use crate::node::volume_plan::{HostView, Plan, StatusWrite, plan, resolve_class};
-use crate::node::volume_view::{source_volume_id, view_of};
+use crate::node::volume_plan::{Plan, StatusWrite, plan, resolve_class};
+use crate::node::volume_view::view_of;
 use crate::objects::object_ref;
 
 /// The journal object kind of a volume group snapshot on its node.
@@ -233,20 +233,9 @@ impl VolumesUnit {
             v.group = None;
             let class = resolve_class(config, &v.device_class)
                 .map_err(|m| (Code::NotFound, format!("{}: {m}", v.name)))?;
-            let obs = match observed.get(&class.name) {
-                Some(Ok(o)) => o.clone(),
-                _ => return Err((Code::Unavailable, format!("{}: VG unreadable", v.name))),
-            };
-            let source_id = v
-                .source
-                .as_deref()
-                .map(|s| source_volume_id(s, all.iter().map(Arc::as_ref)));
-            let host = HostView {
-                config: config.clone(),
-                lvs: obs.lvs,
-                vg_free: obs.vg_free,
-                source_volume_id: source_id.clone(),
-            };
+            let host = host_view(config, observed, &v, &all)
+                .map_err(|e| (Code::Unavailable, format!("{}: {}", v.name, e.message)))?;
+            let source_id = host.source_volume_id.clone();
             match plan(&v, &host) {
                 Plan::Host {
                     action: A::LvcreateSnapshot,

@@ -28,7 +28,7 @@ use crate::node::report::{parse_lvs, parse_vgs};
 use crate::node::volume_actions::VolumeAction as A;
 use crate::node::volume_capacity::{self, ClassObservation};
 use crate::node::volume_commands as cmd;
-use crate::node::volume_plan::{HostView, Plan, StatusWrite, plan, resolve_class};
+use crate::node::volume_plan::{HostView, Plan, StatusWrite, VolumeView, plan, resolve_class};
 use crate::node::volume_replay;
 use crate::node::volume_view::{source_volume_id, view_of};
 use crate::objects::object_ref;
@@ -50,6 +50,34 @@ pub struct VolumesUnit {
     /// Whether this process has looked for gates a crash left suspended (once; after that
     /// only a group's pass can hold one, and it always releases).
     pub holds_checked: std::sync::atomic::AtomicBool,
+}
+
+/// What the planner sees of the node for `view`: its class's VG as observed and its source's
+/// volume id. A VG that could not be read decides nothing (an error); an unknown class has
+/// nothing on disk to look at (the planner refuses it).
+pub(super) fn host_view(
+    config: &LvmdConfig,
+    observed: &Observed,
+    view: &VolumeView,
+    all: &[Arc<LogicalVolume>],
+) -> Result<HostView, UnitError> {
+    let class = resolve_class(config, &view.device_class).ok();
+    let obs = match class.map(|c| observed.get(&c.name)) {
+        Some(Some(Ok(o))) => o.clone(),
+        Some(Some(Err(e))) => {
+            return Err(UnitError::retryable("VolumeGroupUnreadable", e.clone()));
+        }
+        _ => ClassObservation::default(),
+    };
+    Ok(HostView {
+        config: config.clone(),
+        lvs: obs.lvs,
+        vg_free: obs.vg_free,
+        source_volume_id: view
+            .source
+            .as_deref()
+            .map(|s| source_volume_id(s, all.iter().map(Arc::as_ref))),
+    })
 }
 
 /// Each class's observation, or why it could not be read (never "no LVs").
@@ -162,25 +190,7 @@ impl VolumesUnit {
         for _ in 0..MAX_STEPS_PER_VOLUME {
             let view = view_of(&lv);
             let class = resolve_class(config, &view.device_class).ok();
-            let obs = match class.map(|c| observed.get(&c.name)) {
-                Some(Some(Ok(o))) => o.clone(),
-                // The class's VG could not be read: nothing is decided about this volume.
-                Some(Some(Err(e))) => {
-                    return Err(UnitError::retryable("VolumeGroupUnreadable", e.clone()));
-                }
-                // An unknown class: the planner refuses it (nothing on disk to look at).
-                _ => ClassObservation::default(),
-            };
-            let source_volume_id = view
-                .source
-                .as_deref()
-                .map(|s| source_volume_id(s, all.iter().map(Arc::as_ref)));
-            let host = HostView {
-                config: config.clone(),
-                lvs: obs.lvs,
-                vg_free: obs.vg_free,
-                source_volume_id,
-            };
+            let host = host_view(config, observed, &view, &all)?;
             let object = object_ref(&lv);
             match plan(&view, &host) {
                 Plan::Done => return Ok(false),

@@ -16,7 +16,6 @@ use kube::Api;
 use kube::api::{DeleteParams, DynamicObject, ListParams};
 use kube::api::{Patch, PatchParams, PostParams};
 use lvms::api::LogicalVolume;
-use lvms_journal::{Body, Journal};
 use lvms_testkit::consistency::consistent;
 use lvms_testkit::eventually;
 use lvms_testkit::fixtures::csi::claim;
@@ -645,15 +644,7 @@ pub async fn group_snapshots_are_consistent_follow_their_policy_and_survive_kill
         sorted.last().copied().unwrap_or(0),
     );
     // The journal: every hold released, the kills' holds thawed at restart, nothing open.
-    let j = Journal::open_copy(out.out.join("journal/vg-manager")).expect("the guest's journal");
-    let intents: Vec<_> = j
-        .iter()
-        .filter_map(Result::ok)
-        .filter_map(|r| match r.body {
-            Body::Intent(i) if i.unit == "volumes" => Some(i),
-            _ => None,
-        })
-        .collect();
+    let (j, intents) = crate::node::journal_intents(&out.out, "volumes");
     let count = |action: &str, kind: &str| {
         intents
             .iter()

@@ -314,15 +314,7 @@ pub async fn published_volumes_are_formatted_once_mounted_snapshotted_restored_a
 
     // The journal: one format per fresh volume (data, data4; never a restore or clone), one
     // mount per publish, nothing open.
-    let j = Journal::open_copy(out.out.join("journal/vg-manager")).expect("the guest's journal");
-    let intents: Vec<_> = j
-        .iter()
-        .filter_map(Result::ok)
-        .filter_map(|r| match r.body {
-            Body::Intent(i) if i.unit == "csi-node" => Some(i),
-            _ => None,
-        })
-        .collect();
+    let (j, intents) = crate::node::journal_intents(&out.out, "csi-node");
     let count = |action: &str| intents.iter().filter(|i| i.action == action).count();
     assert_eq!(
         count("format"),

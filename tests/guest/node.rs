@@ -433,3 +433,17 @@ pub fn one_step_after_the_crash(out: &Outcome, action: &str) -> Option<String> {
         _ => None,
     })
 }
+
+/// The guest vg-manager's journal (copied out at the scenario's end) and the intents of `unit`.
+pub fn journal_intents(out: &std::path::Path, unit: &str) -> (Journal, Vec<lvms_journal::Intent>) {
+    let j = Journal::open_copy(out.join("journal/vg-manager")).expect("the guest's journal");
+    let intents = j
+        .iter()
+        .filter_map(Result::ok)
+        .filter_map(|r| match r.body {
+            Body::Intent(i) if i.unit == unit => Some(i),
+            _ => None,
+        })
+        .collect();
+    (j, intents)
+}
