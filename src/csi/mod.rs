@@ -10,7 +10,6 @@ pub mod capacity;
 pub mod client;
 pub mod controller;
 pub mod errors;
-pub mod gate;
 pub mod group;
 pub mod group_controller;
 pub mod identity;

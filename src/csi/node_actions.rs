@@ -29,7 +29,7 @@ pub enum NodeAction {
     Unmount,
     /// Grow the filesystem mounted at a path to its device. Args: target, argv.
     ResizeFilesystem,
-    /// Create the volume's gate ([`crate::csi::gate`]) over its LV. Args: gate, table.
+    /// Create the volume's gate ([`crate::node::gate`]) over its LV. Args: gate, table.
     GateCreate,
     /// Load the gate with its LV's new size (suspend, reload, resume). Args: gate, table.
     GateReload,

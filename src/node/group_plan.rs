@@ -9,7 +9,7 @@
 //! leaves either every member on disk (all taken under one hold) or some: those are removed
 //! and the group is taken again from the start, never completed from a later instant.
 
-use crate::csi::gate::{self, DmDevice};
+use crate::node::gate::{self, DmDevice};
 
 /// One member LogicalVolume as the group sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -8,6 +8,7 @@ pub mod commands;
 pub mod discovery;
 pub mod events;
 pub mod filter;
+pub mod gate;
 pub mod gauges;
 pub mod group_plan;
 pub mod lsblk;

@@ -90,7 +90,10 @@ pub fn init(log_format: &str, default_service: &str) -> Result<TelemetryGuard, T
     let tracer = provider.tracer("lvms");
 
     let log_filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    let fmt = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
+    // Colours only on a terminal: a log redirected to a file (a node's, a pod's) stays greppable.
+    let fmt = tracing_subscriber::fmt::layer()
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
     let fmt = if log_format == "json" {
         fmt.json().boxed()
     } else {

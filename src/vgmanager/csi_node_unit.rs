@@ -9,9 +9,9 @@ use lvms_journal::Intent;
 
 use super::node_volumes::NodeReads;
 use super::volume_group::NodeCtx;
-use crate::csi::gate;
 use crate::csi::mountinfo;
 use crate::csi::node_actions::{NodeAction, UNIT, arg};
+use crate::node::gate;
 use std::sync::Arc;
 
 pub struct CsiNodeUnit {

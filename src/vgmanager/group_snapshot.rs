@@ -19,7 +19,7 @@ use super::volume_group::host_err;
 use super::volumes::{Observed, VolumesUnit, host_view};
 use crate::api::LogicalVolume;
 use crate::api::topolvm::GROUP_MEMBERS_ANNOTATION;
-use crate::csi::gate;
+use crate::node::gate;
 use crate::node::group_plan::{
     GroupPlan, MemberState, Source, held_gates, hold_gates, plan_group, under_hold, with_group_tag,
 };

@@ -17,7 +17,6 @@ use tracing::info;
 use super::volume_group::NodeCtx;
 use super::volume_lookup::{FoundLv, find};
 use crate::csi::errors::CsiError;
-use crate::csi::gate::{self, GateStep};
 use crate::csi::mountinfo::{self, Mount};
 use crate::csi::node::NodeVolumes;
 use crate::csi::node_actions::{NodeAction, UNIT, volume_ref};
@@ -26,6 +25,7 @@ use crate::csi::publish::{
     resize_argv, signature_of,
 };
 use crate::csi::writes::csi_error;
+use crate::node::gate::{self, GateStep};
 
 /// A freshly made filesystem's root: writable by every pod, setgid (TopoLVM's).
 const FRESH_ROOT_MODE: u32 = 0o2777;

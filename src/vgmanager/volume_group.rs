@@ -52,7 +52,7 @@ pub struct NodeCtx {
     pub node_statuses: Store<LVMVolumeGroupNodeStatus>,
     /// lvmd.yaml holds every class: one writer at a time.
     pub lvmd_lock: tokio::sync::Mutex<()>,
-    /// Gates ([`crate::csi::gate`]) are made, grown, removed and held by one task at a time:
+    /// Gates ([`crate::node::gate`]) are made, grown, removed and held by one task at a time:
     /// a group snapshot's hold never races a publish.
     pub gate_lock: tokio::sync::Mutex<()>,
     /// `--device-allowlist`: when set, the only devices this node may look at.
