@@ -61,9 +61,8 @@ pub async fn run_group(
         // Its two full suites take ~10 min under emulation, on top of the other scenarios.
         spec.timeout += std::time::Duration::from_secs(900);
     }
-    // Twenty group snapshots under a writer, three kills: ~10 min under emulation.
     if scenarios.iter().any(|(name, _)| *name == "group-snapshot") {
-        spec.timeout += std::time::Duration::from_secs(900);
+        spec.timeout += crate::group_snapshot::budget();
     }
     for (name, path) in certs {
         spec = spec.file(&name, path);

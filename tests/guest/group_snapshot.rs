@@ -16,6 +16,7 @@ use kube::Api;
 use kube::api::{DeleteParams, DynamicObject, ListParams};
 use kube::api::{Patch, PatchParams, PostParams};
 use lvms::api::LogicalVolume;
+use lvms_journal::{Body, Journal};
 use lvms_testkit::consistency::consistent;
 use lvms_testkit::eventually;
 use lvms_testkit::fixtures::csi::claim;
@@ -36,6 +37,13 @@ fn rounds() -> usize {
         .unwrap_or(20)
 }
 const BATCH: usize = 5;
+
+/// What the scenario adds to its guest's deadline. Measured on 6.1 under emulation: 20 groups
+/// and three kills took 27 min, ~50 s per group and ~150 s per kill on ~10 min of setup,
+/// Retain and teardown; this allows ~1.5 times that.
+pub fn budget() -> Duration {
+    Duration::from_secs(900 + 75 * rounds() as u64 + 240 * crashes().len() as u64)
+}
 /// Where vg-manager is killed during a group snapshot: after the hold (gates suspended), after
 /// the first member's snapshot (a partial group), before the release (all taken, still held).
 const CRASHES: [(&str, &str); 3] = [
@@ -80,6 +88,7 @@ echo "group-snapshot: data $DATA wal $WAL" >/dev/console
 # vg-manager last logged.
 ( while sleep 120; do { echo "WATCH $(date +%T)"; gates; ps -o pid,stat,args | grep -v ' \[' | grep -E 'lvm|/usr/sbin|kubelet| D ' | cut -c1-160
     tail -n 6 "$GUEST_OUT/vg-manager.log" | cut -c1-400; } >/dev/console 2>&1; done ) &
+watchdog=$!
 gates >"$GUEST_OUT/gates-published.txt"
 grep " $M/" /proc/self/mountinfo >"$GUEST_OUT/mounts-published.txt"
 # The writer: record n goes to data (even n) or wal (odd n), appended and fsynced before n+1.
@@ -166,6 +175,7 @@ touch /tmp/group-stop; wait $writer
 for v in data wal; do call unpublish unpublish --claim "$NS/$v" --target $M/$v; done
 gates >"$GUEST_OUT/gates-after.txt"
 grep 'group snapshot taken' "$GUEST_OUT/vg-manager.log" >"$GUEST_OUT/taken.log" || true
+kill $watchdog 2>/dev/null
 echo "LVMS-JOB-MARK $JOB checked" >/dev/console
 tagged() { lvs --noheadings -o lv_name -S lv_tags=lvms-volume "$VG" 2>/dev/null | wc -l; }
 i=0
@@ -519,6 +529,7 @@ fn host(h: HostCtx<'_>) -> futures::future::BoxFuture<'_, ()> {
             "the retained members were never removed after their contents were deleted with policy Delete"
         );
         h.guest.mark("checked").await;
+        record_operator_writes(&h.s.journal_dir.join("operator"));
         for name in ["data", "wal"] {
             a.pvcs
                 .delete(name, &DeleteParams::default())
@@ -547,6 +558,83 @@ fn host(h: HostCtx<'_>) -> futures::future::BoxFuture<'_, ()> {
     })
 }
 
+/// The operator's LogicalVolume writes by trace id (its journal, read while it runs), for the
+/// check that each group snapshot is one trace from the RPC to the node's steps.
+static OPERATOR_WRITES: std::sync::Mutex<Vec<(String, String)>> = std::sync::Mutex::new(Vec::new());
+
+fn record_operator_writes(dir: &std::path::Path) {
+    let j = Journal::open_copy(dir).expect("the operator's journal");
+    let writes: Vec<(String, String)> = j
+        .iter()
+        .filter_map(Result::ok)
+        .filter_map(|r| match r.body {
+            Body::Intent(i) if i.object.kind == "LogicalVolume" => {
+                Some((r.trace.trace_id.to_string(), i.object.name))
+            }
+            _ => None,
+        })
+        .collect();
+    *OPERATOR_WRITES.lock().unwrap() = writes;
+}
+
+/// Each group snapshot the node took is one trace: its hold, its members' `lvcreate -s` and its
+/// release carry one trace id, the id of the CreateVolumeGroupSnapshot call that wrote its member
+/// LogicalVolumes (the operator's journal), and no two groups share one. Returns how many groups.
+fn one_trace_per_group(node_journal: &Journal) -> usize {
+    const NONE: &str = "00000000000000000000000000000000";
+    let mut by_group: std::collections::BTreeMap<String, std::collections::BTreeSet<String>> =
+        Default::default();
+    let records: Vec<(String, lvms_journal::Intent)> = node_journal
+        .iter()
+        .filter_map(Result::ok)
+        .filter_map(|r| match r.body {
+            Body::Intent(i) if i.unit == "volumes" => Some((r.trace.trace_id.to_string(), i)),
+            _ => None,
+        })
+        .collect();
+    for (_, i) in &records {
+        if i.action == "hold-gates" && i.object.kind == "VolumeGroupSnapshot" {
+            by_group.entry(i.object.name.clone()).or_default();
+        }
+    }
+    for (trace, i) in &records {
+        let group = match (i.action.as_str(), i.object.kind.as_str()) {
+            ("hold-gates" | "release-gates", "VolumeGroupSnapshot") => Some(i.object.name.clone()),
+            ("lvcreate-snapshot", "LogicalVolume") => by_group
+                .keys()
+                .find(|g| i.object.name.starts_with(&format!("{g}-")))
+                .cloned(),
+            _ => None,
+        };
+        if let Some(g) = group {
+            by_group.entry(g).or_default().insert(trace.clone());
+        }
+    }
+    let writes = OPERATOR_WRITES.lock().unwrap().clone();
+    assert!(
+        !writes.is_empty(),
+        "the operator's journal has no LogicalVolume writes"
+    );
+    let mut seen = std::collections::BTreeSet::new();
+    for (group, traces) in &by_group {
+        assert_eq!(
+            traces.len(),
+            1,
+            "group {group}: hold, snapshots and release in one trace, got {traces:?}"
+        );
+        let trace = traces.first().unwrap();
+        assert_ne!(trace, NONE, "group {group}: its steps carry no trace");
+        assert!(
+            writes
+                .iter()
+                .any(|(t, name)| t == trace && name.starts_with(&format!("{group}-"))),
+            "group {group}: trace {trace} is not the trace of the call that wrote its members"
+        );
+        assert!(seen.insert(trace.clone()), "two groups share trace {trace}");
+    }
+    by_group.len()
+}
+
 fn strip_ansi(line: &str) -> String {
     let mut out = String::new();
     let mut chars = line.chars();
@@ -569,7 +657,7 @@ fn strip_ansi(line: &str) -> String {
 /// Delete and Retain policies; SIGKILL at each step of the group operation.
 pub async fn group_snapshots_are_consistent_follow_their_policy_and_survive_kills(ctx: Ctx) {
     let vg = format!("g{}", std::process::id());
-    let crashes: Vec<String> = crashes()
+    let kills: Vec<String> = crashes()
         .iter()
         .map(|(k, at)| format!("{k}={at}"))
         .collect();
@@ -577,10 +665,7 @@ pub async fn group_snapshots_are_consistent_follow_their_policy_and_survive_kill
         "NS=guest-group-snapshot-{} VG={vg} ROUNDS={} BATCH={BATCH}\n{}",
         std::process::id(),
         rounds(),
-        GUEST.replace(
-            "for c in CRASHES",
-            &format!("for c in {}", crashes.join(" "))
-        )
+        GUEST.replace("for c in CRASHES", &format!("for c in {}", kills.join(" ")))
     );
     let r = run_thin_csi(ctx, "group-snapshot", &vg, ("grp0", 1024), &after, host).await;
     let out = &r.out;
@@ -690,6 +775,14 @@ pub async fn group_snapshots_are_consistent_follow_their_policy_and_survive_kill
         "each killed hold thawed once at the next start"
     );
     assert!(j.open_intents().expect("open intents").is_empty());
+    let traced = one_trace_per_group(&j);
+    assert!(
+        traced >= rounds() + crashes().len(),
+        "every group taken is traced: {traced}"
+    );
+    println!(
+        "group-snapshot: {traced} groups, each one trace from the RPC to the node's hold, snapshots and release"
+    );
     // A group's story in the journal, as a user asks for it.
     let group = intents
         .iter()
