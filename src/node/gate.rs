@@ -43,8 +43,10 @@ pub fn mknodes_argv(gate: &str) -> Vec<String> {
     dmsetup(["mknodes", gate])
 }
 
+/// `--retry`: a device scan (blkid, udev) that has the gate open for a moment makes a plain
+/// remove fail with EBUSY; dmsetup retries it for a few seconds instead.
 pub fn remove_argv(gate: &str) -> Vec<String> {
-    dmsetup(["remove", gate])
+    dmsetup(["remove", "--retry", gate])
 }
 
 pub fn reload_argv(gate: &str, table: &str) -> Vec<String> {

@@ -375,9 +375,11 @@ impl HostVolumes {
                 .await
                 .map_err(csi_error)?;
         }
-        // The gate goes with the last mount of its filesystem (nothing holds it open).
+        // The gate goes with the last mount of its filesystem. Whether one is left is read
+        // from the mount table, not from the gate's open count: a device scan holding the gate
+        // for a moment would otherwise leave it behind, over an LV that then cannot be removed.
         if let Some(g) = self.reads().gate(volume_id).await?
-            && g.open == 0
+            && !self.gate_mounted(volume_id).await?
         {
             let step = StepSpec::new(volume_ref(volume_id), NodeAction::GateRemove)
                 .args(vec![format!("gate={}", g.name)]);
@@ -395,6 +397,13 @@ impl HostVolumes {
             .remove_target(Path::new(target))
             .map(drop)
             .map_err(|e| internal("removing the target")(format!("{target}: {e}")))
+    }
+
+    /// Whether any mount on this node is of the volume's gate.
+    async fn gate_mounted(&self, volume_id: &str) -> Result<bool, CsiError> {
+        let reads = self.reads();
+        let gate = reads.device_number(&gate::path(volume_id)).await?;
+        Ok(reads.mounts().await?.iter().any(|m| m.device == gate))
     }
 
     async fn do_expand(&self, volume_id: &str, path: &str) -> Result<u64, CsiError> {

@@ -28,10 +28,20 @@ san() {{ # class, tag, skip...
     >"$GUEST_OUT/sanity-$tag.log" 2>&1
   echo $? >"$GUEST_OUT/sanity-$tag.status"
 }}
+# A stall is diagnosed from the console alone: gates, the node's last log lines, each suite's.
+( while sleep 120; do {{ echo "SANITY-WATCH $(date +%T)"
+    dmsetup info -c --noheadings --separator ' ' -o name,open,suspended | grep '^lvms-'
+    tail -n 4 "$GUEST_OUT/vg-manager.log" | cut -c1-300
+    for t in thick thin; do tail -n 2 "$GUEST_OUT/sanity-$t.log" | cut -c1-200; done
+  }} >/dev/console 2>&1; done ) &
+watchdog=$!
 # The two suites side by side: each waits on RPCs most of its time.
 san {thick} thick '--ginkgo.skip={THICK_SKIP}' &
+a=$!
 san {thin} thin &
-wait
+b=$!
+wait $a $b
+kill $watchdog 2>/dev/null
 grep -c " /tmp/sanity-" /proc/self/mountinfo >"$GUEST_OUT/mounts-left" || true
 "#
     )
@@ -90,9 +100,11 @@ pub async fn csi_sanity_passes_on_a_thick_and_a_thin_class(ctx: Ctx) {
             "the Node suite ran on the {tag} class: {node:#?}\n{tail}"
         );
         assert!(!ran(&junit, "Controller Service").is_empty());
+        // A thick class refuses group snapshots as it refuses snapshots: THICK_SKIP leaves it
+        // the capabilities spec; the thin class runs all six.
         let group = ran(&junit, "GroupController");
         assert!(
-            group.len() >= 6,
+            group.len() >= if tag == "thin" { 6 } else { 1 },
             "csi-sanity's GroupController specs ran on the {tag} class: {group:#?}"
         );
         let snapshots = ran(&junit, "Snapshot");
