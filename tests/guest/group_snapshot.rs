@@ -84,11 +84,7 @@ call publish publish --claim "$NS/data" --target $M/data
 call publish publish --claim "$NS/wal" --target $M/wal
 DATA=$(vid $M/data) WAL=$(vid $M/wal)
 echo "group-snapshot: data $DATA wal $WAL" >/dev/console
-# A stall under emulation is diagnosed from the console alone: gates, lvm2 children and what
-# vg-manager last logged.
-( while sleep 120; do { echo "WATCH $(date +%T)"; gates; ps -o pid,stat,args | grep -v ' \[' | grep -E 'lvm|/usr/sbin|kubelet| D ' | cut -c1-160
-    tail -n 6 "$GUEST_OUT/vg-manager.log" | cut -c1-400; } >/dev/console 2>&1; done ) &
-watchdog=$!
+watch
 gates >"$GUEST_OUT/gates-published.txt"
 grep " $M/" /proc/self/mountinfo >"$GUEST_OUT/mounts-published.txt"
 # The writer: record n goes to data (even n) or wal (odd n), appended and fsynced before n+1.
@@ -175,7 +171,7 @@ touch /tmp/group-stop; wait $writer
 for v in data wal; do call unpublish unpublish --claim "$NS/$v" --target $M/$v; done
 gates >"$GUEST_OUT/gates-after.txt"
 grep 'group snapshot taken' "$GUEST_OUT/vg-manager.log" >"$GUEST_OUT/taken.log" || true
-kill $watchdog 2>/dev/null
+unwatch
 echo "LVMS-JOB-MARK $JOB checked" >/dev/console
 tagged() { lvs --noheadings -o lv_name -S lv_tags=lvms-volume "$VG" 2>/dev/null | wc -l; }
 i=0
@@ -635,24 +631,6 @@ fn one_trace_per_group(node_journal: &Journal) -> usize {
     by_group.len()
 }
 
-fn strip_ansi(line: &str) -> String {
-    let mut out = String::new();
-    let mut chars = line.chars();
-    while let Some(c) = chars.next() {
-        if c == '\u{1b}' {
-            // Up to and including the final letter of the escape sequence.
-            for e in chars.by_ref() {
-                if e.is_ascii_alphabetic() {
-                    break;
-                }
-            }
-        } else {
-            out.push(c);
-        }
-    }
-    out
-}
-
 /// Twenty group snapshots of two volumes under a writer, each restored and consistent; the
 /// Delete and Retain policies; SIGKILL at each step of the group operation.
 pub async fn group_snapshots_are_consistent_follow_their_policy_and_survive_kills(ctx: Ctx) {
@@ -730,9 +708,7 @@ pub async fn group_snapshots_are_consistent_follow_their_policy_and_survive_kill
     let held_ms: Vec<u64> = taken
         .lines()
         .filter_map(|l| {
-            // The log may colour the field (`ESC[..m` around `=`): drop the escapes first.
-            let plain = strip_ansi(l);
-            let after = plain.split("held_ms").nth(1)?;
+            let after = l.split("held_ms").nth(1)?;
             let digits: String = after
                 .trim_start_matches(|c: char| !c.is_ascii_digit())
                 .chars()

@@ -196,6 +196,17 @@ start() {{
   vgm=$!
 }}
 fail() {{ echo "guest: $1"; tail -30 "$GUEST_OUT/vg-manager.log"; kill $vgm; exit "$2"; }}
+# Every 120 s until `unwatch`, on the console (a stall under emulation is diagnosed from it
+# alone): the gates, lvm2 and kubelet processes, vg-manager's last lines, then what `$1` prints.
+watch() {{
+  ( while sleep 120; do {{ echo "WATCH $JOB $(date +%T)"
+      dmsetup info -c --noheadings --separator ' ' -o name,open,suspended | grep '^lvms-'
+      ps -o pid,stat,args | grep -v ' \[' | grep -E 'lvm|/usr/sbin|kubelet| D ' | cut -c1-160
+      tail -n 6 "$GUEST_OUT/vg-manager.log" | cut -c1-400
+      eval "${{1:-}}"; }} >/dev/console 2>&1; done ) &
+  watcher=$!
+}}
+unwatch() {{ kill $watcher 2>/dev/null; }}
 {first_life}start
 {killed_creating}# The host side comes when the scenarios before it are done (they take turns), so this wait
 # can be long (sanity comes after group-snapshot: ~35 min; the group's own deadline bounds it); it reads a file, never lvm2 (every lvm2 command costs ~0.5 s of the one vCPU the

@@ -28,20 +28,15 @@ san() {{ # class, tag, skip...
     >"$GUEST_OUT/sanity-$tag.log" 2>&1
   echo $? >"$GUEST_OUT/sanity-$tag.status"
 }}
-# A stall is diagnosed from the console alone: gates, the node's last log lines, each suite's.
-( while sleep 120; do {{ echo "SANITY-WATCH $(date +%T)"
-    dmsetup info -c --noheadings --separator ' ' -o name,open,suspended | grep '^lvms-'
-    tail -n 4 "$GUEST_OUT/vg-manager.log" | cut -c1-300
-    for t in thick thin; do tail -n 2 "$GUEST_OUT/sanity-$t.log" | cut -c1-200; done
-  }} >/dev/console 2>&1; done ) &
-watchdog=$!
+# With each suite's last lines.
+watch 'for t in thick thin; do tail -n 2 "$GUEST_OUT/sanity-$t.log" | cut -c1-200; done'
 # The two suites side by side: each waits on RPCs most of its time.
 san {thick} thick '--ginkgo.skip={THICK_SKIP}' &
 a=$!
 san {thin} thin &
 b=$!
 wait $a $b
-kill $watchdog 2>/dev/null
+unwatch
 grep -c " /tmp/sanity-" /proc/self/mountinfo >"$GUEST_OUT/mounts-left" || true
 "#
     )
