@@ -83,6 +83,15 @@ pub enum JournalError {
         source: std::io::Error,
     },
 
+    #[error(
+        "journal {from} was written to without a pause for {waited:?}, so no copy of it stands for one instant; \
+         retry when its owner is less busy, or stop the owner to read it"
+    )]
+    CopyMoving {
+        from: PathBuf,
+        waited: std::time::Duration,
+    },
+
     #[error("fail point {0} triggered")]
     FailPoint(&'static str),
 }

@@ -163,31 +163,78 @@ impl Journal {
     ///
     /// sled takes an exclusive lock on its directory, so a running operator's journal cannot
     /// be opened directly. This copies the directory into a fresh temporary directory (deleted
-    /// when the returned journal drops) and opens the copy; the original is only read. A copy
-    /// taken while the owner writes looks like a journal after a crash: unflushed tail records
-    /// may be missing, and `verify()` reports anything torn.
+    /// when the returned journal drops) and opens the copy; the original is only read.
+    ///
+    /// The copy must stand for one instant. A copy taken while the owner writes mixes files
+    /// (and parts of files) from different moments, and sled may then refuse it as corrupt,
+    /// silently recover an older prefix, or panic reading it. So the copy starts only once no
+    /// file has changed for [`COPY_QUIET`] (longer than the kernel's mtime tick, so any write
+    /// during the copy moves a modification time), and is kept only if nothing changed while
+    /// it was taken; that copy is what a crash at that instant would leave, and whatever
+    /// opening it says (corruption included) is the journal's own state. An owner that never
+    /// pauses for [`COPY_PATIENCE`] gets [`JournalError::CopyMoving`], never a torn copy.
     pub fn open_copy(path: impl AsRef<Path>) -> Result<Self> {
+        Self::open_copy_within(path, COPY_PATIENCE)
+    }
+
+    /// [`Journal::open_copy`], waiting up to `patience` for a still moment.
+    pub fn open_copy_within(path: impl AsRef<Path>, patience: std::time::Duration) -> Result<Self> {
         let from = path.as_ref().to_path_buf();
-        let tmp = tempfile::Builder::new()
-            .prefix("lvms-journal-copy-")
-            .tempdir()
-            .map_err(|source| JournalError::Copy {
-                from: from.clone(),
-                to: std::env::temp_dir(),
-                source,
-            })?;
-        let to = tmp.path().join("journal");
-        copy_dir(&from, &to).map_err(|source| JournalError::Copy {
+        let copy_err = |to: PathBuf, source| JournalError::Copy {
             from: from.clone(),
-            to: to.clone(),
+            to,
             source,
-        })?;
-        let cfg = JournalConfig {
-            flush: FlushPolicy::Manual,
-            ..JournalConfig::default()
         };
-        let store = SledStore::open(&to, &cfg.sled)?;
-        Self::from_store(Box::new(store), cfg, to, Some(tmp))
+        if !from.is_dir() {
+            let e = std::io::Error::new(std::io::ErrorKind::NotFound, "no such journal directory");
+            return Err(copy_err(std::env::temp_dir(), e));
+        }
+        let started = std::time::Instant::now();
+        let mut seen = None;
+        loop {
+            if started.elapsed() > patience {
+                return Err(JournalError::CopyMoving {
+                    from,
+                    waited: started.elapsed(),
+                });
+            }
+            // A file the owner removes between listing and reading (sled replaces its
+            // snapshot file) is a moving journal, not an error.
+            let Some(before) = fingerprint(&from).map_err(|e| copy_err(from.clone(), e))? else {
+                std::thread::sleep(COPY_QUIET);
+                continue;
+            };
+            // Still: unchanged since the last look a quiet period ago, or (first look, a
+            // resting owner) nothing modified within the quiet period.
+            let still = match &seen {
+                Some(prev) => *prev == before,
+                None => rested(&before),
+            };
+            if !still {
+                seen = Some(before);
+                std::thread::sleep(COPY_QUIET);
+                continue;
+            }
+            let tmp = tempfile::Builder::new()
+                .prefix("lvms-journal-copy-")
+                .tempdir()
+                .map_err(|e| copy_err(std::env::temp_dir(), e))?;
+            let to = tmp.path().join("journal");
+            let copied = copy_dir(&from, &to);
+            let after = fingerprint(&from).map_err(|e| copy_err(from.clone(), e))?;
+            if after.as_ref() != Some(&before) {
+                seen = after;
+                std::thread::sleep(COPY_QUIET);
+                continue;
+            }
+            copied.map_err(|e| copy_err(to.clone(), e))?;
+            let cfg = JournalConfig {
+                flush: FlushPolicy::Manual,
+                ..JournalConfig::default()
+            };
+            let store = SledStore::open(&to, &cfg.sled)?;
+            return Self::from_store(Box::new(store), cfg, to, Some(tmp));
+        }
     }
 
     /// Open over any [`Store`].
@@ -778,6 +825,49 @@ impl Drop for CommitTurn<'_> {
         *committing = false;
         self.0.committed.notify_all();
     }
+}
+
+/// How long a journal's files must stay unchanged before [`Journal::open_copy`] copies them.
+pub const COPY_QUIET: std::time::Duration = std::time::Duration::from_millis(25);
+
+/// How long [`Journal::open_copy`] waits for a still moment before giving up.
+pub const COPY_PATIENCE: std::time::Duration = std::time::Duration::from_secs(10);
+
+type Fingerprint = Vec<(PathBuf, u64, std::time::SystemTime)>;
+
+/// Every file under `dir` with its size and modification time, sorted by path: equal
+/// fingerprints before and after a copy mean nothing was written in between. `None` when a
+/// file vanished while it was listed (the owner is replacing it).
+fn fingerprint(dir: &Path) -> std::io::Result<Option<Fingerprint>> {
+    fn walk(dir: &Path, out: &mut Fingerprint) -> std::io::Result<()> {
+        for entry in std::fs::read_dir(dir)? {
+            let entry = entry?;
+            let meta = entry.metadata()?;
+            if meta.is_dir() {
+                walk(&entry.path(), out)?;
+            } else {
+                out.push((entry.path(), meta.len(), meta.modified()?));
+            }
+        }
+        Ok(())
+    }
+    let mut out = Vec::new();
+    match walk(dir, &mut out) {
+        Ok(()) => {
+            out.sort();
+            Ok(Some(out))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// Nothing under the fingerprint was modified within [`COPY_QUIET`] of now (a modification
+/// time in the future, after a clock step, is not rest).
+fn rested(fp: &Fingerprint) -> bool {
+    let now = std::time::SystemTime::now();
+    fp.iter()
+        .all(|(_, _, m)| now.duration_since(*m).is_ok_and(|d| d >= COPY_QUIET))
 }
 
 fn copy_dir(from: &Path, to: &Path) -> std::io::Result<()> {

@@ -28,7 +28,9 @@ mod time;
 mod verify;
 
 pub use error::{CorruptRecord, JournalError, Result, StoreError};
-pub use journal::{AppendObserver, Clock, FlushPolicy, Journal, JournalConfig};
+pub use journal::{
+    AppendObserver, COPY_PATIENCE, COPY_QUIET, Clock, FlushPolicy, Journal, JournalConfig,
+};
 pub use projection::{Projection, Rebuilt};
 pub use record::*;
 pub use render::{Entry, Filter, ObjectFilter};

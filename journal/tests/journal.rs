@@ -290,6 +290,83 @@ fn open_copy_reads_a_locked_journal_without_touching_it() {
     assert_eq!(live.iter().count(), 1, "original unchanged");
 }
 
+/// Appends intent/outcome pairs until `stop`, pausing `pause` every `burst` pairs (a reconcile
+/// pass's rhythm) or never when `pause` is zero; returns how many pairs it wrote.
+fn busy_owner(
+    live: std::sync::Arc<Journal>,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    burst: u64,
+    pause: Duration,
+) -> std::thread::JoinHandle<u64> {
+    std::thread::spawn(move || {
+        let mut n = 0u64;
+        while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            let i = live
+                .append_intent(intent("vg", "c", &format!("k{n}")), trace(n))
+                .unwrap();
+            live.append_outcome(i, ok(), Duration::ZERO, trace(n))
+                .unwrap();
+            n += 1;
+            if !pause.is_zero() && n.is_multiple_of(burst) {
+                std::thread::sleep(pause);
+            }
+        }
+        n
+    })
+}
+
+/// Copies taken while the owner appends and flushes (as `lvms journal inspect` on a live node
+/// does, and as the CSI soak's settle check did when sled refused a copy as "Corruption") stand
+/// for one instant: each opens, reads gapless and whole, and never has fewer records than an
+/// earlier one (a torn copy recovers an older prefix, or makes sled panic).
+#[test]
+fn copies_taken_while_the_owner_writes_stand_for_one_instant() {
+    let dir = tmp();
+    let live = std::sync::Arc::new(Journal::open(dir.path()).unwrap());
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writer = busy_owner(live.clone(), stop.clone(), 200, Duration::from_millis(120));
+    let mut last = 0;
+    for _ in 0..25 {
+        let copy = Journal::open_copy(dir.path()).unwrap();
+        let seqs: Vec<u64> = copy.iter().map(|r| r.unwrap().seq).collect();
+        assert!(seqs.windows(2).all(|w| w[1] == w[0] + 1), "gapless");
+        assert!(
+            seqs.len() >= last,
+            "a later copy has {} records, an earlier one {last}",
+            seqs.len()
+        );
+        assert!(copy.verify().unwrap().is_clean());
+        last = seqs.len();
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let written = writer.join().unwrap();
+    assert!(written > 0 && last > 0, "{written} written, {last} seen");
+}
+
+/// An owner that never pauses gets a clear error naming the journal, not a torn copy.
+#[test]
+fn a_journal_written_without_pause_is_not_copied_torn() {
+    let dir = tmp();
+    let live = std::sync::Arc::new(Journal::open(dir.path()).unwrap());
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writer = busy_owner(live.clone(), stop.clone(), 1, Duration::ZERO);
+    let got = Journal::open_copy_within(dir.path(), Duration::from_secs(1));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    writer.join().unwrap();
+    let err = got
+        .map(|j| j.iter().count())
+        .expect_err("no still moment, no copy");
+    assert!(matches!(err, JournalError::CopyMoving { .. }), "{err}");
+    assert!(
+        err.to_string().contains(&dir.path().display().to_string()),
+        "{err}"
+    );
+    // Once the owner rests (its last appends flushed), the copy is whole.
+    live.flush().unwrap();
+    let copy = Journal::open_copy(dir.path()).unwrap();
+    assert_eq!(copy.iter().count(), live.iter().count());
+}
+
 #[test]
 fn json_follows_the_documented_schema() {
     let dir = tmp();
