@@ -18,7 +18,9 @@
 //! 3. CPU over a quiet window (nothing changes);
 //! 4. act as every vg-manager (a Ready VGStatus per class in each node status) until the
 //!    LVMCluster is Ready;
-//! 5. delete the LVMCluster (acting as kubelet once vg-manager is gone) until it is gone.
+//! 5. fail one node's first class, time `lvms explain` on the LVMCluster and `lvms must-gather`
+//!    (the CLI as a user runs it), and report the class Ready again;
+//! 6. delete the LVMCluster (acting as kubelet once vg-manager is gone) until it is gone.
 //!
 //! Between phases it reads the operator's `lvms_kube_api_requests_total` from its `/metrics`:
 //! the API requests one create, three edits, the node reports and one delete cost. With
@@ -104,6 +106,7 @@ struct Row {
     rss_after_teardown_kib: u64,
     /// The operator's API requests per phase (from its `lvms_kube_api_requests_total`).
     requests: Vec<(&'static str, Requests)>,
+    postmortem: Postmortem,
 }
 
 /// Requests by (verb, resource).
@@ -354,6 +357,15 @@ async fn run_config(
     tokio::time::sleep(Duration::from_secs(2)).await;
     println!("RSS 2 s after Ready (idle): {}", rss_split(op.pid()));
 
+    let postmortem = postmortem(&client, &cp.kubeconfig, bin, dir, classes, nodes).await?;
+    println!(
+        "post-mortem (one node Failed): lvms explain {:?}, lvms must-gather {:?} ({} KiB bundle)",
+        postmortem.explain,
+        postmortem.gather,
+        postmortem.bundle_bytes / 1024
+    );
+    phase("one node fails and recovers; explain, must-gather", &op)?;
+
     let teardown = teardown(&client, nodes).await?;
     match &teardown {
         Some(d) => println!(
@@ -393,6 +405,7 @@ async fn run_config(
         teardown,
         rss_after_teardown_kib,
         requests,
+        postmortem,
     })
 }
 
@@ -729,6 +742,124 @@ async fn vgs_ready(
     })
 }
 
+/// `lvms explain` and `lvms must-gather` on the Ready cluster once one node's first class
+/// has failed (the CLI as a user runs it: a process with the kubeconfig and the operator's
+/// live journal).
+struct Postmortem {
+    explain: Duration,
+    gather: Duration,
+    bundle_bytes: u64,
+}
+
+/// Writes `node`'s status with its first class in `state` (the others Ready) and waits until
+/// the LVMCluster's status shows it (and, for Ready, is Ready again).
+async fn report_first_class(
+    client: &Client,
+    node: &str,
+    classes: usize,
+    state: lvms::api::VGStatusType,
+) -> Result<()> {
+    let failed = state == lvms::api::VGStatusType::Failed;
+    let entries: Vec<Value> = (1..=classes)
+        .map(|k| {
+            let this = k == 1 && failed;
+            json!({"name": format!("vg{k}"), "status": if this { "Failed" } else { "Ready" },
+                   "reason": if this { "bench: the disk vanished" } else { "" },
+                   "devices": [format!("/dev/loop{}", 9 + k)],
+                   "deviceDiscoveryPolicy": "Preconfigured"})
+        })
+        .collect();
+    Api::<LVMVolumeGroupNodeStatus>::namespaced(client.clone(), NAMESPACE)
+        .patch(
+            node,
+            &PatchParams::apply("vg-manager"),
+            &Patch::Apply(&node_status(NAMESPACE, node, Value::from(entries))),
+        )
+        .await?;
+    let clusters = Api::<LVMCluster>::namespaced(client.clone(), NAMESPACE);
+    let t = Instant::now();
+    loop {
+        let c = clusters.get(CLUSTER).await?;
+        let shown = c.status.is_some_and(|s| {
+            (failed || s.state == Some(lvms::api::LVMStateType::Ready))
+                && s.device_class_statuses.iter().any(|d| {
+                    d.name == "vg1"
+                        && d.node_status
+                            .iter()
+                            .any(|n| n.node == node && n.vg_status.status == Some(state))
+                })
+        });
+        if shown {
+            return Ok(());
+        }
+        if t.elapsed() > TIMEOUT {
+            return Err(
+                format!("{node}'s vg1 {state:?} never reached the LVMCluster status").into(),
+            );
+        }
+        tokio::time::sleep(POLL * 5).await;
+    }
+}
+
+async fn postmortem(
+    client: &Client,
+    kubeconfig: &Path,
+    bin: &Path,
+    dir: &Path,
+    classes: usize,
+    nodes: usize,
+) -> Result<Postmortem> {
+    let broken = format!("node-{}", nodes / 2);
+    report_first_class(client, &broken, classes, lvms::api::VGStatusType::Failed).await?;
+    let journal = dir.join("journal").join("operator");
+    let run = |args: Vec<String>| -> Result<(Duration, String)> {
+        let t = Instant::now();
+        let out = std::process::Command::new(bin)
+            .args(&args)
+            .env("KUBECONFIG", kubeconfig)
+            .output()?;
+        let took = t.elapsed();
+        if !out.status.success() {
+            return Err(format!("lvms {args:?}: {}", String::from_utf8_lossy(&out.stderr)).into());
+        }
+        Ok((took, String::from_utf8_lossy(&out.stdout).into_owned()))
+    };
+    let (explain, out) = run(vec![
+        "explain".into(),
+        format!("lvmcluster/{NAMESPACE}/{CLUSTER}"),
+        "--journal".into(),
+        journal.display().to_string(),
+        "-o".into(),
+        "json".into(),
+    ])?;
+    let e: Value = serde_json::from_str(&out)?;
+    let named = e["held_back"].as_array().is_some_and(|h| {
+        h.iter()
+            .any(|h| h["node"] == broken.as_str() && h["class"] == "vg1")
+    });
+    if !named {
+        return Err(format!("lvms explain did not name {broken}/vg1: {e}").into());
+    }
+    let bundle = dir.join("must-gather");
+    let (gather, _) = run(vec![
+        "must-gather".into(),
+        bundle.display().to_string(),
+        "--namespace".into(),
+        NAMESPACE.into(),
+        "--journal".into(),
+        journal.display().to_string(),
+    ])?;
+    let bundle_bytes = std::fs::metadata(dir.join("must-gather.tar.gz"))?.len();
+    // The disk comes back: the teardown that follows starts from a Ready cluster, as in the
+    // runs before this phase existed.
+    report_first_class(client, &broken, classes, lvms::api::VGStatusType::Ready).await?;
+    Ok(Postmortem {
+        explain,
+        gather,
+        bundle_bytes,
+    })
+}
+
 /// How long deleting the LVMCluster took until it was gone.
 struct Teardown {
     total: Duration,
@@ -1009,6 +1140,23 @@ fn render(rows: &[Row], steady: Duration) -> String {
             mib(r.vgs_ready.rss_kib),
             mib(r.rss_after_teardown_kib),
             mib(r.hwm_kib),
+        );
+    }
+
+    let _ = writeln!(s);
+    let _ = writeln!(
+        s,
+        "| config | lvms explain lvmcluster (one node Failed) ms | lvms must-gather ms | bundle KiB |"
+    );
+    let _ = writeln!(s, "|---|---:|---:|---:|");
+    for r in rows {
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} |",
+            config(r),
+            ms(r.postmortem.explain),
+            ms(r.postmortem.gather),
+            r.postmortem.bundle_bytes / 1024
         );
     }
 

@@ -4,6 +4,7 @@ pub mod api;
 pub mod cli;
 pub mod csi;
 pub mod dev;
+pub mod explain;
 pub mod kube;
 pub mod node;
 pub mod objects;

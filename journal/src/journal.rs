@@ -179,28 +179,50 @@ impl Journal {
 
     /// [`Journal::open_copy`], waiting up to `patience` for a still moment.
     pub fn open_copy_within(path: impl AsRef<Path>, patience: std::time::Duration) -> Result<Self> {
-        let from = path.as_ref().to_path_buf();
-        let copy_err = |to: PathBuf, source| JournalError::Copy {
-            from: from.clone(),
-            to,
+        let from = path.as_ref();
+        let tmp = tempfile::Builder::new()
+            .prefix("lvms-journal-copy-")
+            .tempdir()
+            .map_err(|source| JournalError::Copy {
+                from: from.to_path_buf(),
+                to: std::env::temp_dir(),
+                source,
+            })?;
+        let to = tmp.path().join("journal");
+        Self::copy_still(from, &to, patience)?;
+        let cfg = JournalConfig {
+            flush: FlushPolicy::Manual,
+            ..JournalConfig::default()
+        };
+        let store = SledStore::open(&to, &cfg.sled)?;
+        Self::from_store(Box::new(store), cfg, to, Some(tmp))
+    }
+
+    /// Copy the journal directory `from` to `to` (created; replaced if there) as it was at one
+    /// still instant (see [`Journal::open_copy`]): a copy a bundle can keep and `lvms journal`
+    /// can open later.
+    pub fn copy_still(from: &Path, to: &Path, patience: std::time::Duration) -> Result<()> {
+        let copy_err = |to: &Path, source| JournalError::Copy {
+            from: from.to_path_buf(),
+            to: to.to_path_buf(),
             source,
         };
         if !from.is_dir() {
             let e = std::io::Error::new(std::io::ErrorKind::NotFound, "no such journal directory");
-            return Err(copy_err(std::env::temp_dir(), e));
+            return Err(copy_err(to, e));
         }
         let started = std::time::Instant::now();
         let mut seen = None;
         loop {
             if started.elapsed() > patience {
                 return Err(JournalError::CopyMoving {
-                    from,
+                    from: from.to_path_buf(),
                     waited: started.elapsed(),
                 });
             }
             // A file the owner removes between listing and reading (sled replaces its
             // snapshot file) is a moving journal, not an error.
-            let Some(before) = fingerprint(&from).map_err(|e| copy_err(from.clone(), e))? else {
+            let Some(before) = fingerprint(from).map_err(|e| copy_err(from, e))? else {
                 std::thread::sleep(COPY_QUIET);
                 continue;
             };
@@ -215,25 +237,17 @@ impl Journal {
                 std::thread::sleep(COPY_QUIET);
                 continue;
             }
-            let tmp = tempfile::Builder::new()
-                .prefix("lvms-journal-copy-")
-                .tempdir()
-                .map_err(|e| copy_err(std::env::temp_dir(), e))?;
-            let to = tmp.path().join("journal");
-            let copied = copy_dir(&from, &to);
-            let after = fingerprint(&from).map_err(|e| copy_err(from.clone(), e))?;
+            if to.exists() {
+                std::fs::remove_dir_all(to).map_err(|e| copy_err(to, e))?;
+            }
+            let copied = copy_dir(from, to);
+            let after = fingerprint(from).map_err(|e| copy_err(from, e))?;
             if after.as_ref() != Some(&before) {
                 seen = after;
                 std::thread::sleep(COPY_QUIET);
                 continue;
             }
-            copied.map_err(|e| copy_err(to.clone(), e))?;
-            let cfg = JournalConfig {
-                flush: FlushPolicy::Manual,
-                ..JournalConfig::default()
-            };
-            let store = SledStore::open(&to, &cfg.sled)?;
-            return Self::from_store(Box::new(store), cfg, to, Some(tmp));
+            return copied.map_err(|e| copy_err(to, e));
         }
     }
 

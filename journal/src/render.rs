@@ -167,11 +167,13 @@ impl Journal {
         };
         match &filter.object {
             Some(o) => {
-                let from = self.object_index_from();
-                for item in self.iter_range(..from) {
-                    keep(item, &mut out)?;
-                }
-                for seq in self.object_seqs(&o.kind, &o.namespace, &o.name)? {
+                // Newest first through the index, so a limit stops reading early (`lvms
+                // explain` asks for the newest records of objects with long histories).
+                let seqs = self.object_seqs(&o.kind, &o.namespace, &o.name)?;
+                for seq in seqs.into_iter().rev() {
+                    if filter.limit.is_some_and(|n| out.len() >= n) {
+                        break;
+                    }
                     let item = self.get(seq).and_then(|r| {
                         r.ok_or_else(|| {
                             JournalError::Corrupt(CorruptRecord {
@@ -183,6 +185,15 @@ impl Journal {
                         })
                     });
                     keep(item, &mut out)?;
+                }
+                out.reverse();
+                if filter.limit.is_none_or(|n| out.len() < n) {
+                    let mut older = Vec::new();
+                    for item in self.iter_range(..self.object_index_from()) {
+                        keep(item, &mut older)?;
+                    }
+                    older.append(&mut out);
+                    out = older;
                 }
             }
             None => {
@@ -231,7 +242,8 @@ impl Journal {
     }
 }
 
-fn record_cell(body: &Body) -> String {
+/// The RECORD cell of a table row: what the record is (`Intent lvcreate`, `Outcome of 7`, ...).
+pub fn record_cell(body: &Body) -> String {
     match body {
         Body::Intent(i) => format!("Intent {}", i.action),
         Body::Outcome(o) => format!("Outcome of {}", o.intent_seq),
@@ -243,7 +255,8 @@ fn record_cell(body: &Body) -> String {
     }
 }
 
-fn result_cell(body: &Body, open: bool) -> String {
+/// The RESULT cell of a table row: open/closed, ok with its facts, or the error.
+pub fn result_cell(body: &Body, open: bool) -> String {
     match body {
         Body::Intent(_) if open => "OPEN".into(),
         Body::Intent(_) => "closed".into(),

@@ -9,10 +9,15 @@ mod crds;
 #[allow(clippy::print_stdout)]
 mod dev;
 #[allow(clippy::print_stdout)]
+mod explain;
+#[allow(clippy::print_stdout)]
 mod journal;
+#[allow(clippy::print_stdout)]
+mod must_gather;
 mod operator;
 pub mod signals;
 mod since;
+mod sources;
 mod vg_manager;
 
 #[derive(Debug, Parser)]
@@ -34,6 +39,12 @@ pub enum Command {
         #[arg(long)]
         out_dir: Option<std::path::PathBuf>,
     },
+    /// The story of one object: its status, what holds it back (node, class, failing step and
+    /// error), open intents, Events and journal records newest first, and their traces.
+    Explain(explain::ExplainArgs),
+    /// Gather a post-mortem bundle (objects, Events, logs, journals, node LVM reports) into
+    /// DIR and DIR.tar.gz. Secrets are never read.
+    MustGather(must_gather::MustGatherArgs),
     /// Post-mortems on a journal directory: inspect, verify, stats (read a private copy).
     #[command(subcommand)]
     Journal(journal::JournalCommand),
@@ -50,7 +61,9 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Crds { out_dir } => crds::run(out_dir),
         Command::Dev(cmd) => dev::run(cmd),
+        Command::Explain(args) => explain::run(args),
         Command::Journal(cmd) => journal::run(cmd),
+        Command::MustGather(args) => must_gather::run(args),
         Command::Operator(args) => operator::run_cmd(args),
         Command::VgManager(args) => vg_manager::run_cmd(args),
     }

@@ -130,6 +130,15 @@ impl Disk {
     }
 }
 
+impl Disk {
+    /// The disk vanishes from the host (as a pulled or failed drive): its loop device is
+    /// detached, its backing file and link stay for [`Drop`].
+    pub fn vanish(&self) {
+        let (ok, out) = run("losetup", &["-d", &self.loop_dev]);
+        assert!(ok, "losetup -d {}: {out}", self.loop_dev);
+    }
+}
+
 impl Drop for Disk {
     fn drop(&mut self) {
         // Whatever VG this PV ended up in: remove it, then the PV label, then the device.

@@ -97,6 +97,24 @@ async fn storage_capacity(n: &ThickNode) -> Vec<(String, u64)> {
         .collect()
 }
 
+/// `lvms explain SUBJECT JOURNALS -o json` against the test control plane.
+fn explain_json(subject: &str, journals: &[String]) -> serde_json::Value {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_lvms"))
+        .arg("explain")
+        .arg(subject)
+        .args(journals)
+        .args(["-o", "json"])
+        .env("KUBECONFIG", &lvms_testkit::env::env().cp.kubeconfig)
+        .output()
+        .expect("lvms explain");
+    assert!(
+        out.status.success(),
+        "lvms explain {subject}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("explain JSON")
+}
+
 fn tail(s: &str) -> String {
     let lines: Vec<&str> = s.lines().collect();
     lines[lines.len().saturating_sub(30)..].join("\n")
@@ -141,6 +159,34 @@ async fn a_claim_binds_grows_and_is_deleted_through_the_upstream_sidecars() {
     );
     assert_eq!(n.lvs().get(&csi.volume_handle), Some(&(40 * MIB)));
     n.capacity_where(|c| c == before - 40 * MIB).await;
+    // The PV's story: the operator's LogicalVolume writes and the node's lvcreate, nothing
+    // held back, the claim Bound.
+    let journals = [
+        "--journal".to_string(),
+        n.s.operator_journal().display().to_string(),
+        "--node-journal".to_string(),
+        format!("{NODE}={}", n.s.vg_manager_journal(NODE).display()),
+    ];
+    for subject in [
+        format!("pv/{pv_name}"),
+        format!("logicalvolume/{pv_name}"),
+        format!("pvc/{}/data", n.s.ns.name),
+    ] {
+        let e = explain_json(&subject, &journals);
+        assert_eq!(e["held_back"], json!([]), "{subject}: {e:#}");
+        let records = e["records"].as_array().cloned().unwrap_or_default();
+        for (source, record) in [
+            ("operator", "Intent "),
+            (&*format!("node/{NODE}"), "Intent lvcreate"),
+        ] {
+            assert!(
+                records.iter().any(|r| r["source"] == source
+                    && r["record"].as_str().unwrap_or_default().starts_with(record)
+                    && r["object"] == format!("LogicalVolume/{pv_name}")),
+                "{subject}: no {record:?} from {source}: {e:#}"
+            );
+        }
+    }
     // csi-provisioner's CSIStorageCapacity for node-a's segment follows GetCapacity.
     let published = eventually(SLOW, || async {
         let caps = storage_capacity(&n).await;
@@ -229,4 +275,55 @@ async fn fifty_claims_at_once_all_bind_with_nothing_lost_or_duplicated() {
         .await
         .expect("list");
     assert_eq!(lv_objects.items.len(), 50, "one LogicalVolume per claim");
+}
+
+/// A claim larger than its node's volume group stays Pending; `lvms explain` says which node and
+/// class hold it back and why: lvms's NotEnoughCapacity Warning (as LVMS's PVC helper sends
+/// it) or csi-provisioner's ProvisioningFailed carrying the driver's ResourceExhausted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_too_big_for_its_node_is_explained() {
+    let n = ThickNode::start_with("csi-pending", &[], 200, json!({})).await;
+    let peers = sidecars(&n);
+    let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(n.s.client.clone(), &n.s.ns.name);
+    pvcs.create(&PostParams::default(), &claim("too-big", &n.class, "1Gi"))
+        .await
+        .expect("claim");
+    let subject = format!("pvc/{}/too-big", n.s.ns.name);
+    let journal = n.s.operator_journal().display().to_string();
+    let explained = eventually(SLOW, || async {
+        let e = explain_json(&subject, &["--journal".to_string(), journal.clone()]);
+        let h = e["held_back"].as_array()?.first()?.clone();
+        h["step"].is_object().then_some((e, h))
+    })
+    .await;
+    let Some((e, h)) = explained else {
+        panic!(
+            "explain never named a failing step; provisioner log:\n{}",
+            tail(&peers[0].log_text())
+        );
+    };
+    assert_eq!(h["status"], "Pending", "{e:#}");
+    assert_eq!(h["node"], NODE, "{e:#}");
+    assert_eq!(h["class"], format!("lvms-{}", n.class), "{e:#}");
+    let error = h["step"]["error"].as_str().unwrap_or_default();
+    let why = h["step"]["step"].as_str().unwrap_or_default();
+    assert!(
+        (why == "NotEnoughCapacity" && error.contains("node node-a has"))
+            || (why == "ProvisioningFailed" && error.contains("ResourceExhausted")),
+        "the lack of capacity is named: {e:#}"
+    );
+    assert!(e["found"].as_bool().unwrap_or(false));
+    // The text says the same on its first lines (the README's worked example comes from here).
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_lvms"))
+        .args(["explain", &subject, "--journal", &journal])
+        .env("KUBECONFIG", &lvms_testkit::env::env().cp.kubeconfig)
+        .output()
+        .expect("lvms explain");
+    let text = String::from_utf8_lossy(&out.stdout);
+    println!("{text}");
+    let head: String = text.lines().take(12).collect::<Vec<_>>().join("\n");
+    assert!(
+        head.contains("node node-a, class lvms-") && head.contains("Pending") && head.contains(why),
+        "{text}"
+    );
 }

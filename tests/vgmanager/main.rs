@@ -5,4 +5,5 @@
 
 mod crash_safety;
 mod e2e;
+mod postmortem;
 mod upgrade;
