@@ -62,8 +62,35 @@ pub struct StatusUnit {
 /// `{"status": …}`, encoded straight to bytes (a JSON tree of a 1000-node status is ~10× its
 /// text).
 #[derive(serde::Serialize)]
-struct StatusPatch<'a> {
-    status: &'a LVMClusterStatus,
+pub struct StatusPatch<'a> {
+    status: StatusBody<'a>,
+}
+
+/// The status as a JSON merge patch: a field the status leaves out (LVMS's `omitempty`: `ready`
+/// false, no conditions, no classes) is sent as `null`, which removes it. Omitting it would keep
+/// the old value: a cluster that went from Ready to Failed kept `ready: true`, and every later
+/// pass saw a difference and patched again.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct StatusBody<'a> {
+    ready: Option<bool>,
+    state: Option<crate::api::LVMStateType>,
+    conditions: Option<&'a [k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition]>,
+    device_class_statuses: Option<&'a [crate::api::DeviceClassStatus]>,
+}
+
+impl<'a> StatusPatch<'a> {
+    pub fn of(s: &'a LVMClusterStatus) -> Self {
+        StatusPatch {
+            status: StatusBody {
+                ready: s.ready.then_some(true),
+                state: s.state,
+                conditions: (!s.conditions.is_empty()).then_some(s.conditions.as_slice()),
+                device_class_statuses: (!s.device_class_statuses.is_empty())
+                    .then_some(s.device_class_statuses.as_slice()),
+            },
+        }
+    }
 }
 
 /// Merge-patches the status without decoding the reply: it is the whole object again (the
@@ -168,7 +195,7 @@ impl Unit for StatusUnit {
         let ns = cluster.metadata.namespace.clone().unwrap_or_default();
         let name = cluster.metadata.name.clone().unwrap_or_default();
         // A merge patch replaces lists wholesale, so conditions and class statuses are exact.
-        let body = StatusPatch { status: &status };
+        let body = StatusPatch::of(&status);
         let started = Instant::now();
         let written = patch_status_unread(&self.ctx.client, &ns, &name, &body).await;
         if let Ok(mut guard) = self.last_write.lock() {
@@ -245,6 +272,31 @@ mod tests {
                 })
                 .collect(),
         }
+    }
+
+    /// A merge patch removes what the status leaves out, so a cluster that stops being Ready
+    /// loses `ready: true` (LVMS's omitempty fields, cleared as its full update clears them).
+    #[test]
+    fn the_patch_clears_what_the_status_omits() {
+        let ready = serde_json::to_value(StatusPatch::of(&status(LVMStateType::Ready, 1))).unwrap();
+        assert_eq!(ready["status"]["ready"], serde_json::json!(true));
+        assert_eq!(ready["status"]["conditions"], serde_json::Value::Null);
+        let failed =
+            serde_json::to_value(StatusPatch::of(&status(LVMStateType::Failed, 0))).unwrap();
+        let body = failed["status"].as_object().unwrap();
+        assert_eq!(body["state"], "Failed");
+        for cleared in ["ready", "conditions", "deviceClassStatuses"] {
+            assert_eq!(
+                body.get(cleared),
+                Some(&serde_json::Value::Null),
+                "{cleared}"
+            );
+        }
+        // Applied to a Ready status as a JSON merge patch, the result reads back as the status.
+        let mut doc = serde_json::json!({"status": serde_json::to_value(status(LVMStateType::Ready, 1)).unwrap()});
+        json_patch::merge(&mut doc, &failed);
+        let back: LVMClusterStatus = serde_json::from_value(doc["status"].clone()).unwrap();
+        assert_eq!(back, status(LVMStateType::Failed, 0));
     }
 
     #[test]
