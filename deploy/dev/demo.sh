@@ -240,6 +240,9 @@ sleep 1
 echo "node-b capacity.topolvm.io/demo-b after: $(cap)"
 echo "--- that volume's story in node-b's journal (lvms journal inspect --object LogicalVolume/$PV):"
 $LVMS journal inspect "$LVMS_DEV_DIR/node-b/journal/vg-manager" --object "LogicalVolume/$PV"
+echo "--- the claim explained (lvms explain pvc/default/data, both journals):"
+$LVMS explain pvc/default/data --journal "$LVMS_DEV_DIR/journal/operator" \
+  --node-journal node-b="$LVMS_DEV_DIR/node-b/journal/vg-manager"
 kubectl -n default delete pvc data
 kubectl wait pv/"$PV" --for=delete --timeout=120s
 echo "PVC deleted: PV and LV gone ($(lvs --config "$LVMCONF" --noheadings demo-b | wc -l) LVs on demo-b); capacity back to $(cap)"

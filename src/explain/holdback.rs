@@ -330,6 +330,29 @@ mod tests {
         assert!(step.error.ends_with("pb: gone"), "{step:?}");
     }
 
+    /// ResourcesAvailable=False comes from a unit's failing step: it is named with its unit.
+    #[test]
+    fn a_failing_operator_unit_is_named_when_no_node_is_to_blame() {
+        let f = facts(
+            "lvmcluster/ns/c",
+            json!({"status": {"conditions": [
+            {"type": "ResourcesAvailable", "status": "False"}]}}),
+        );
+        let mut step = failing_step("operator", None, "StorageClass/lvms-pa", 4);
+        step.unit = "topolvm-storageclass".into();
+        step.action = "apply".into();
+        let h = holdbacks(&f, &[step], &[]);
+        assert_eq!(h.len(), 1);
+        assert_eq!(
+            (h[0].node.as_ref(), h[0].status.as_str()),
+            (None, "step failing")
+        );
+        assert_eq!(
+            h[0].step.as_ref().unwrap().step,
+            "topolvm-storageclass apply on StorageClass/lvms-pa"
+        );
+    }
+
     #[test]
     fn a_bound_claim_holds_nothing_back_and_a_pending_one_names_its_node_and_class() {
         let claim = |phase: &str| {
