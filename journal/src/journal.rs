@@ -214,7 +214,7 @@ impl Journal {
         let started = std::time::Instant::now();
         let mut seen = None;
         loop {
-            if started.elapsed() > patience {
+            if started.elapsed() >= patience {
                 return Err(JournalError::CopyMoving {
                     from: from.to_path_buf(),
                     waited: started.elapsed(),

@@ -343,7 +343,9 @@ fn copies_taken_while_the_owner_writes_stand_for_one_instant() {
     assert!(written > 0 && last > 0, "{written} written, {last} seen");
 }
 
-/// An owner that never pauses gets a clear error naming the journal, not a torn copy.
+/// An owner that never pauses gets a clear error naming the journal, never a torn copy. (A
+/// loaded machine can still give it a still moment, a stalled fsync or a descheduled writer:
+/// then the copy must be whole.)
 #[test]
 fn a_journal_written_without_pause_is_not_copied_torn() {
     let dir = tmp();
@@ -353,14 +355,25 @@ fn a_journal_written_without_pause_is_not_copied_torn() {
     let got = Journal::open_copy_within(dir.path(), Duration::from_secs(1));
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     writer.join().unwrap();
-    let err = got
-        .map(|j| j.iter().count())
-        .expect_err("no still moment, no copy");
-    assert!(matches!(err, JournalError::CopyMoving { .. }), "{err}");
-    assert!(
-        err.to_string().contains(&dir.path().display().to_string()),
-        "{err}"
-    );
+    match got {
+        Err(err) => {
+            assert!(matches!(err, JournalError::CopyMoving { .. }), "{err}");
+            assert!(
+                err.to_string().contains(&dir.path().display().to_string()),
+                "{err}"
+            );
+        }
+        Ok(copy) => {
+            let seqs: Vec<u64> = copy.iter().map(|r| r.unwrap().seq).collect();
+            assert!(seqs.windows(2).all(|w| w[1] == w[0] + 1), "gapless");
+            assert!(copy.verify().unwrap().is_clean());
+        }
+    }
+    // With no patience at all there is no copy, and the error says why.
+    let err = Journal::open_copy_within(dir.path(), Duration::ZERO)
+        .map(|_| ())
+        .expect_err("no time to wait for a still moment");
+    assert!(err.to_string().contains("without a pause"), "{err}");
     // Once the owner rests (its last appends flushed), the copy is whole.
     live.flush().unwrap();
     let copy = Journal::open_copy(dir.path()).unwrap();
