@@ -212,8 +212,14 @@ impl Journal {
             return Err(copy_err(to, e));
         }
         let started = std::time::Instant::now();
-        let mut seen = None;
+        // The fingerprint of the last look; `None` before the first (or after a look that met a
+        // file being replaced).
+        let mut seen: Option<Fingerprint> = None;
+        let mut first = true;
         loop {
+            if !first {
+                std::thread::sleep(COPY_QUIET);
+            }
             if started.elapsed() >= patience {
                 return Err(JournalError::CopyMoving {
                     from: from.to_path_buf(),
@@ -222,32 +228,31 @@ impl Journal {
             }
             // A file the owner removes between listing and reading (sled replaces its
             // snapshot file) is a moving journal, not an error.
-            let Some(before) = fingerprint(from).map_err(|e| copy_err(from, e))? else {
-                std::thread::sleep(COPY_QUIET);
-                continue;
-            };
+            let before = fingerprint(from).map_err(|e| copy_err(from, e))?;
             // Still: unchanged since the last look a quiet period ago, or (first look, a
             // resting owner) nothing modified within the quiet period.
-            let still = match &seen {
-                Some(prev) => *prev == before,
-                None => rested(&before),
+            let still = match (&before, &seen) {
+                (Some(b), Some(prev)) => b == prev,
+                (Some(b), None) => first && rested(b),
+                (None, _) => false,
             };
-            if !still {
-                seen = Some(before);
-                std::thread::sleep(COPY_QUIET);
-                continue;
-            }
+            first = false;
+            let before = match before {
+                Some(b) if still => b,
+                other => {
+                    seen = other;
+                    continue;
+                }
+            };
             if to.exists() {
                 std::fs::remove_dir_all(to).map_err(|e| copy_err(to, e))?;
             }
             let copied = copy_dir(from, to);
             let after = fingerprint(from).map_err(|e| copy_err(from, e))?;
-            if after.as_ref() != Some(&before) {
-                seen = after;
-                std::thread::sleep(COPY_QUIET);
-                continue;
+            if after.as_ref() == Some(&before) {
+                return copied.map_err(|e| copy_err(to, e));
             }
-            return copied.map_err(|e| copy_err(to, e));
+            seen = after;
         }
     }
 

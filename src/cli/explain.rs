@@ -41,16 +41,17 @@ pub enum Format {
     Json,
 }
 
-pub fn api_resource(k: &KindInfo) -> ApiResource {
+fn api_resource(k: &KindInfo) -> ApiResource {
     ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(k.group, k.version, k.kind), k.plural)
 }
 
-fn api(client: &kube::Client, k: &KindInfo, ns: &str) -> Api<DynamicObject> {
+/// Objects of kind `k` in namespace `ns`; every namespace when `ns` is `None` or the kind is
+/// cluster-scoped.
+pub fn api(client: &kube::Client, k: &KindInfo, ns: Option<&str>) -> Api<DynamicObject> {
     let ar = api_resource(k);
-    if k.namespaced {
-        Api::namespaced_with(client.clone(), ns, &ar)
-    } else {
-        Api::all_with(client.clone(), &ar)
+    match ns.filter(|_| k.namespaced) {
+        Some(ns) => Api::namespaced_with(client.clone(), ns, &ar),
+        None => Api::all_with(client.clone(), &ar),
     }
 }
 
@@ -62,7 +63,7 @@ async fn read(
     ns: &str,
     name: &str,
 ) -> anyhow::Result<Option<Value>> {
-    match api(client, k, ns).get_opt(name).await {
+    match api(client, k, Some(ns)).get_opt(name).await {
         Ok(o) => Ok(o.map(serde_json::to_value).transpose()?),
         Err(kube::Error::Api(s)) if s.code == 404 => Ok(None),
         Err(e) => Err(anyhow::anyhow!("reading {} {ns}/{name}: {e}", k.kind)),

@@ -10,12 +10,12 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::Args;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, DynamicObject, ListParams, LogParams};
+use kube::api::{Api, ListParams, LogParams};
 use lvms_journal::render::render_jsonl;
 use lvms_journal::{Filter, Journal};
 use serde_json::{Value, json};
 
-use super::explain::api_resource;
+use super::explain::api;
 use super::sources::{JournalSources, Source};
 use crate::explain::bundle::{self, GATHERED, Scope, Seen};
 use crate::explain::kinds::KindInfo;
@@ -71,11 +71,7 @@ async fn list_all(
     k: &KindInfo,
     ns: Option<&str>,
 ) -> Result<Vec<Value>, kube::Error> {
-    let ar = api_resource(k);
-    let api: Api<DynamicObject> = match ns {
-        Some(ns) => Api::namespaced_with(client.clone(), ns, &ar),
-        None => Api::all_with(client.clone(), &ar),
-    };
+    let objects = api(client, k, ns);
     let mut out = Vec::new();
     let mut token: Option<String> = None;
     loop {
@@ -83,7 +79,7 @@ async fn list_all(
         if let Some(t) = &token {
             lp = lp.continue_token(t);
         }
-        let page = api.list(&lp).await?;
+        let page = objects.list(&lp).await?;
         for item in page.items {
             let mut v = serde_json::to_value(item).unwrap_or(Value::Null);
             // Items of a list come without their kind; the bundle's files keep it.

@@ -66,42 +66,48 @@ impl FailingStep {
     }
 }
 
-/// (node, class, status, reason) of every node entry that is not Ready.
-fn unready_entries(status_classes: Option<&Value>, class: Option<&str>) -> Vec<Holdback> {
-    let mut out = Vec::new();
-    for dc in status_classes
+fn array<'a>(v: Option<&'a Value>, key: &str) -> impl Iterator<Item = &'a Value> {
+    v.and_then(|v| v.get(key))
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
-    {
-        let name = dc.get("name").and_then(Value::as_str).unwrap_or_default();
-        if class.is_some_and(|c| c != name) {
-            continue;
-        }
-        for n in dc
-            .get("nodeStatus")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-        {
-            let status = n.get("status").and_then(Value::as_str).unwrap_or("Unknown");
-            if status == "Ready" {
-                continue;
-            }
-            out.push(Holdback {
-                node: n.get("node").and_then(Value::as_str).map(str::to_string),
-                class: Some(name.to_string()),
-                status: status.to_string(),
-                reason: n
-                    .get("reason")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default()
-                    .to_string(),
-                step: None,
-            });
-        }
-    }
-    out
+}
+
+/// A node's entry for `class` (a VGStatus: status, reason) as a holdback, unless it is Ready.
+fn unready(node: Option<&str>, class: &str, entry: &Value) -> Option<Holdback> {
+    let status = entry
+        .get("status")
+        .and_then(Value::as_str)
+        .unwrap_or("Unknown");
+    (status != "Ready").then(|| Holdback {
+        node: node.map(str::to_string),
+        class: Some(class.to_string()),
+        status: status.to_string(),
+        reason: entry
+            .get("reason")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string(),
+        step: None,
+    })
+}
+
+/// Every node entry that is not Ready in an LVMCluster's status (of `class` only, if given).
+fn unready_in_cluster(cluster: Option<&Value>, class: Option<&str>) -> Vec<Holdback> {
+    let status = cluster.and_then(|c| c.get("status"));
+    array(status, "deviceClassStatuses")
+        .map(|dc| {
+            (
+                dc.get("name").and_then(Value::as_str).unwrap_or_default(),
+                dc,
+            )
+        })
+        .filter(|(name, _)| class.is_none_or(|c| c == *name))
+        .flat_map(|(name, dc)| {
+            array(Some(dc), "nodeStatus")
+                .filter_map(move |n| unready(n.get("node").and_then(Value::as_str), name, n))
+        })
+        .collect()
 }
 
 /// A failing step names `class` when its object is the class's LVMVolumeGroup or VG.
@@ -153,34 +159,14 @@ pub fn holdbacks(f: &Facts, failing: &[Step], events: &[EventFact]) -> Vec<Holdb
     let ns = s.namespace.as_str();
     let obj = f.object.as_ref();
     let mut out = match s.kind.kind {
-        "LVMCluster" => unready_entries(
-            obj.and_then(|o| o.pointer("/status/deviceClassStatuses")),
-            None,
-        ),
-        "LVMVolumeGroup" => unready_entries(
-            f.owner
-                .as_ref()
-                .and_then(|o| o.pointer("/status/deviceClassStatuses")),
-            Some(&s.name),
-        ),
-        "LVMVolumeGroupNodeStatus" => {
-            let entries = obj
-                .and_then(|o| o.pointer("/spec/nodeStatus"))
-                .and_then(Value::as_array)
-                .cloned()
-                .unwrap_or_default();
-            let wrapped: Vec<Value> = entries
-                .into_iter()
-                .map(|mut e| {
-                    if let Some(m) = e.as_object_mut() {
-                        m.insert("node".into(), Value::String(s.name.clone()));
-                    }
-                    let class = e.get("name").cloned().unwrap_or(Value::Null);
-                    serde_json::json!({"name": class, "nodeStatus": [e]})
-                })
-                .collect();
-            unready_entries(Some(&Value::Array(wrapped)), None)
-        }
+        "LVMCluster" => unready_in_cluster(obj, None),
+        "LVMVolumeGroup" => unready_in_cluster(f.owner.as_ref(), Some(&s.name)),
+        "LVMVolumeGroupNodeStatus" => array(obj.and_then(|o| o.get("spec")), "nodeStatus")
+            .filter_map(|e| {
+                let class = e.get("name").and_then(Value::as_str).unwrap_or_default();
+                unready(Some(&s.name), class, e)
+            })
+            .collect(),
         _ => Vec::new(),
     };
     for h in &mut out {
