@@ -25,8 +25,9 @@ use crate::kube::discovery::Capabilities;
 pub enum Change {
     /// Anything (created, deleted, its metadata edited, or a source that does not tell).
     Object,
-    /// Only what another process reports into it (a node status's spec, written by
-    /// vg-manager): its metadata is as before.
+    /// Only what another writer reports into it (a node status's spec, written by
+    /// vg-manager; an LVMCluster's status, written by the status unit): its metadata (and
+    /// generation) are as before.
     Report,
 }
 
@@ -222,25 +223,40 @@ async fn route_reports<K: Resource<DynamicType = ()>, E: std::fmt::Display>(
 
 /// Like [`route`], and each new generation of an object (a create or a spec edit) starts a
 /// trace: a root span the woken passes continue, so one edit is one trace across units and
-/// processes.
+/// processes. An update that leaves the generation and the owned metadata as they were
+/// changed only the status (the operator's own status writes, at 1000 nodes several per
+/// second of reports): a [`Change::Report`], which wakes only the units that read the status.
 async fn route_generations<K: Resource<DynamicType = ()>, E: std::fmt::Display>(
     stream: impl futures::Stream<Item = Result<watcher::Event<K>, E>>,
     source: Kind,
     router: Router,
 ) {
-    let mut seen: std::collections::HashMap<String, i64> = Default::default();
+    let mut seen: std::collections::HashMap<String, (i64, u64)> = Default::default();
     futures::pin_mut!(stream);
     while let Some(ev) = stream.next().await {
         match ev {
-            Ok(watcher::Event::Apply(obj) | watcher::Event::InitApply(obj)) => {
+            Ok(ev @ (watcher::Event::Apply(_) | watcher::Event::InitApply(_))) => {
                 watch_ok(source);
+                let (initial, obj) = match ev {
+                    watcher::Event::InitApply(obj) => (true, obj),
+                    watcher::Event::Apply(obj) => (false, obj),
+                    _ => continue,
+                };
                 let meta = obj.meta();
-                // Trace naming only (the router is woken either way).
                 let generation = meta.generation.unwrap_or_default();
                 let uid = meta.uid.clone().unwrap_or_default();
-                if seen.insert(uid, generation) == Some(generation) {
-                    router(source, Change::Object, None);
-                    continue;
+                let now = (generation, owned_metadata_hash(meta));
+                match seen.insert(uid, now) {
+                    Some(before) if before == now && !initial => {
+                        router(source, Change::Report, None);
+                        continue;
+                    }
+                    // Same generation, other metadata (a finalizer, a deletion): no new trace.
+                    Some((g, _)) if g == generation => {
+                        router(source, Change::Object, None);
+                        continue;
+                    }
+                    _ => {}
                 }
                 let kind = K::kind(&());
                 let name = meta.name.clone().unwrap_or_default();
@@ -507,6 +523,47 @@ mod tests {
             [
                 Object, Object, Object, Report, Object, Object, Report, Object
             ]
+        );
+    }
+
+    fn cluster(generation: i64, finalizers: &[&str], state: &str) -> LVMCluster {
+        let mut c: LVMCluster = serde_json::from_value(serde_json::json!({
+            "apiVersion": "lvm.topolvm.io/v1alpha1",
+            "kind": "LVMCluster",
+            "metadata": {"name": "c", "namespace": "ns", "uid": "u1", "generation": generation},
+            "spec": {"storage": {"deviceClasses": []}},
+            "status": {"state": state},
+        }))
+        .unwrap();
+        c.metadata.finalizers = Some(finalizers.iter().map(|f| f.to_string()).collect());
+        c
+    }
+
+    #[tokio::test]
+    async fn a_cluster_status_write_is_a_report_and_anything_else_is_not() {
+        use watcher::Event::*;
+        let seen: Arc<std::sync::Mutex<Vec<Change>>> = Arc::default();
+        let router: Router = {
+            let seen = seen.clone();
+            Arc::new(move |_, change, _| seen.lock().unwrap().push(change))
+        };
+        let events: Vec<Result<watcher::Event<LVMCluster>, String>> = vec![
+            Ok(InitApply(cluster(1, &[], "Progressing"))),
+            // A relist after a restart of the watch: never a report, the units re-read.
+            Ok(InitApply(cluster(1, &[], "Progressing"))),
+            // The lifecycle adds its finalizer: metadata, same generation.
+            Ok(Apply(cluster(1, &["f"], "Progressing"))),
+            // The status unit writes the status: a report.
+            Ok(Apply(cluster(1, &["f"], "Ready"))),
+            // A spec edit: a new generation.
+            Ok(Apply(cluster(2, &["f"], "Ready"))),
+            Ok(Apply(cluster(2, &["f"], "Failed"))),
+        ];
+        route_generations(futures::stream::iter(events), Kind::LvmCluster, router).await;
+        use Change::*;
+        assert_eq!(
+            *seen.lock().unwrap(),
+            [Object, Object, Object, Report, Object, Report]
         );
     }
 }
