@@ -3,6 +3,7 @@
 
 use std::fmt::Debug;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::DaemonSet;
@@ -35,8 +36,39 @@ pub enum Change {
 /// change that starts a trace (a new LVMCluster generation).
 pub type Router = Arc<dyn Fn(Kind, Change, Option<&str>) + Send + Sync>;
 
+/// How often each kind's cache changed other than by a report (created, deleted, metadata
+/// edited, relisted). A unit that planned from a kind's metadata and finds its count as it
+/// was knows that input is unchanged without reading every object again.
+#[derive(Default)]
+pub struct ObjectChanges([AtomicU64; KINDS]);
+
+/// One counter per [`Kind`] variant (`PersistentVolumeClaim` is the last).
+const KINDS: usize = Kind::PersistentVolumeClaim as usize + 1;
+
+impl ObjectChanges {
+    pub fn get(&self, kind: Kind) -> u64 {
+        self.0[kind as usize].load(Ordering::Acquire)
+    }
+
+    fn bump(&self, kind: Kind) {
+        self.0[kind as usize].fetch_add(1, Ordering::AcqRel);
+    }
+}
+
+/// The router, counting object changes first: a pass woken by a change reads its count.
+fn counting(changes: Arc<ObjectChanges>, router: Router) -> Router {
+    Arc::new(move |kind, change, traceparent| {
+        if change == Change::Object {
+            changes.bump(kind);
+        }
+        router(kind, change, traceparent)
+    })
+}
+
 #[derive(Clone)]
 pub struct Caches {
+    /// Object changes per kind, counted as the watches route them.
+    pub changes: Arc<ObjectChanges>,
     pub clusters: Store<LVMCluster>,
     pub nodes: Store<Node>,
     pub node_statuses: Store<LVMVolumeGroupNodeStatus>,
@@ -327,8 +359,11 @@ impl WatchHub {
         let mut tasks = Vec::new();
         let c = client.clone();
         let all = watcher::Config::default();
+        let changes = Arc::new(ObjectChanges::default());
+        let router = counting(changes.clone(), router);
         let r = || router.clone();
         let caches = Caches {
+            changes,
             clusters: {
                 let (store, writer) = reflector::store();
                 let stream = watcher(Api::<LVMCluster>::all(c.clone()), all.clone())
@@ -524,6 +559,25 @@ mod tests {
                 Object, Object, Object, Report, Object, Object, Report, Object
             ]
         );
+    }
+
+    #[test]
+    fn only_object_changes_are_counted_and_before_the_units_wake() {
+        let changes = Arc::new(ObjectChanges::default());
+        let seen: Arc<std::sync::Mutex<Vec<u64>>> = Arc::default();
+        let inner: Router = {
+            let (seen, changes) = (seen.clone(), changes.clone());
+            Arc::new(move |kind, _, _| seen.lock().unwrap().push(changes.get(kind)))
+        };
+        let router = counting(changes.clone(), inner);
+        router(Kind::NodeStatus, Change::Object, None);
+        router(Kind::NodeStatus, Change::Report, None);
+        router(Kind::Node, Change::Object, None);
+        router(Kind::NodeStatus, Change::Object, None);
+        assert_eq!(changes.get(Kind::NodeStatus), 2);
+        assert_eq!(changes.get(Kind::Node), 1);
+        assert_eq!(changes.get(Kind::PersistentVolumeClaim), 0);
+        assert_eq!(*seen.lock().unwrap(), [1, 1, 1, 2]);
     }
 
     fn cluster(generation: i64, finalizers: &[&str], state: &str) -> LVMCluster {

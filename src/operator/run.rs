@@ -166,11 +166,7 @@ pub async fn run(
         LifecycleUnit { ctx: ctx.clone() },
     ));
     for (name, kind) in object_units(&capabilities) {
-        let unit = ObjectsUnit {
-            name,
-            kind,
-            ctx: ctx.clone(),
-        };
+        let unit = ObjectsUnit::new(name, kind, ctx.clone());
         children.push(wiring.child(name, triggers[name].clone(), unit));
     }
     let csi_nodes = super::units::csi_nodes::UNIT;

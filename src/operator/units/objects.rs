@@ -23,9 +23,12 @@ use crate::operator::plan::{Step, plan};
 pub const REASON_NODE_SELECTION: &str = "NodeSelectionFailed";
 
 pub struct ObjectsUnit {
-    pub name: &'static str,
-    pub kind: Kind,
-    pub ctx: Arc<Ctx>,
+    name: &'static str,
+    kind: Kind,
+    ctx: Arc<Ctx>,
+    /// Node statuses only (the one kind with an object per node): the inputs key of the last
+    /// pass that found everything in place and wrote nothing, and its summary.
+    settled: std::sync::Mutex<Option<(u64, String)>>,
 }
 
 /// Hands this step's trace to vg-manager: the LVMVolumeGroup it is about to change carries
@@ -105,6 +108,39 @@ pub fn seen_finalizers(current: &[Value]) -> std::collections::HashMap<String, V
 pub(crate) const WRITE_CONCURRENCY: usize = 16;
 
 impl ObjectsUnit {
+    pub fn new(name: &'static str, kind: Kind, ctx: Arc<Ctx>) -> Self {
+        ObjectsUnit {
+            name,
+            kind,
+            ctx,
+            settled: std::sync::Mutex::new(None),
+        }
+    }
+
+    /// The node statuses' inputs key (`None` for the other kinds: a handful of objects each,
+    /// planned in microseconds). Read before the caches the pass plans from, so a change that
+    /// lands meanwhile makes the key stale, never the plan.
+    fn inputs_key(&self, cluster: &LVMCluster) -> Option<u64> {
+        (self.kind == Kind::NodeStatus).then(|| {
+            let statuses = self.ctx.caches.changes.get(Kind::NodeStatus);
+            crate::operator::desired::node_statuses::inputs_key(
+                cluster,
+                &self.ctx.settings.namespace,
+                &self.ctx.caches.nodes.state(),
+                statuses,
+            )
+        })
+    }
+
+    fn settled_summary(&self, key: Option<u64>) -> Option<String> {
+        let key = key?;
+        let settled = self.settled.lock().ok()?;
+        settled
+            .as_ref()
+            .filter(|(k, _)| *k == key)
+            .map(|(_, summary)| summary.clone())
+    }
+
     async fn delete(
         &self,
         namespace: &str,
@@ -167,6 +203,13 @@ impl Unit for ObjectsUnit {
             });
         }
         steps.begin(object_ref(cluster.as_ref()));
+        let key = self.inputs_key(&cluster);
+        if let Some(summary) = self.settled_summary(key) {
+            return Ok(Pass {
+                summary,
+                requeue_after: None,
+            });
+        }
         let world = self.ctx.world();
         let desired = desired_values(self.kind, &cluster, &world)
             .map_err(|m| UnitError::permanent("InvalidDesiredState", m))?;
@@ -226,11 +269,17 @@ impl Unit for ObjectsUnit {
         }
         // Not held while the writes run: on a large cluster it is thousands of objects.
         drop(current);
+        let wrote = !batch.is_empty();
         steps.run_all(batch, WRITE_CONCURRENCY).await?;
         self.readiness(&cluster)?;
+        // Stable text: a pass that changes nothing must not look like news to the journal.
+        let summary = format!("{wanted} {} in sync", self.kind.kind());
+        // Only a pass that wrote nothing settles: its writes' own watch events are yet to come.
+        if let (Some(key), false, Ok(mut settled)) = (key, wrote, self.settled.lock()) {
+            *settled = Some((key, summary.clone()));
+        }
         Ok(Pass {
-            // Stable text: a pass that changes nothing must not look like news to the journal.
-            summary: format!("{wanted} {} in sync", self.kind.kind()),
+            summary,
             requeue_after: None,
         })
     }
