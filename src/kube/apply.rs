@@ -106,7 +106,8 @@ async fn adopt(client: &Client, kind: Kind, obj: &Value) -> Result<Done, UnitErr
     }
 }
 
-/// Delete; an object already gone is success (`gone=true`).
+/// Delete; an object already gone is success (`gone=true`). `deleted=true` when the API
+/// server removed it at once, `deleting=true` when it is only marked (finalizers remain).
 pub async fn delete(
     client: &Client,
     kind: Kind,
@@ -117,6 +118,8 @@ pub async fn delete(
         .delete(name, &DeleteParams::background())
         .await
     {
+        // Left: the object as it still is (marked); Right: the server's Status of a removal.
+        Ok(marked) if marked.is_left() => Ok(Done::default().with_fact("deleting", "true")),
         Ok(_) => Ok(Done::default().with_fact("deleted", "true")),
         Err(e) if is_not_found(&e) => Ok(Done::default().with_fact("gone", "true")),
         Err(e) => Err(unit_error(&format!("delete {} {name}", kind.kind()), e)),

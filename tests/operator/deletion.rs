@@ -181,4 +181,49 @@ async fn deletion_waits_for_pvcs_then_tears_everything_down() {
         "intents left open: {:?}",
         lvms_testkit::journal::open_intent_lines(&s.journal_dir)
     );
+    // The journal tells the teardown: each object deleted once (a stage that goes on within
+    // its pass must not plan on a cache that still shows what it removed), in LVMS's order.
+    let j = lvms_testkit::journal::settled(&s.operator_journal(), Duration::from_secs(5));
+    let recs: Vec<lvms_journal::Record> = j.iter().map(|r| r.expect("journal record")).collect();
+    // Deletes that took effect (a failed attempt retried later is not a second delete).
+    let ok: std::collections::BTreeSet<u64> = recs
+        .iter()
+        .filter_map(|r| match &r.body {
+            lvms_journal::Body::Outcome(o)
+                if matches!(o.result, lvms_journal::OutcomeResult::Ok(_)) =>
+            {
+                Some(o.intent_seq)
+            }
+            _ => None,
+        })
+        .collect();
+    let deletes: Vec<(String, String)> = recs
+        .into_iter()
+        .filter(|r| ok.contains(&r.seq))
+        .filter_map(|r| match r.body {
+            lvms_journal::Body::Intent(i) if i.unit == "lvmcluster" && i.action == "delete" => {
+                Some((i.object.kind, i.object.name))
+            }
+            _ => None,
+        })
+        .collect();
+    let mut once = deletes.clone();
+    once.sort();
+    once.dedup();
+    assert_eq!(once.len(), deletes.len(), "deleted twice: {deletes:?}");
+    let order = [
+        "LVMVolumeGroup",
+        "DaemonSet",
+        "LVMVolumeGroupNodeStatus",
+        "StorageClass",
+        "CSIDriver",
+    ];
+    let rank = |kind: &str| order.iter().position(|k| *k == kind);
+    let ranks: Vec<_> = deletes.iter().map(|(k, _)| rank(k)).collect();
+    assert!(ranks.iter().all(Option::is_some), "{deletes:?}");
+    assert!(ranks.is_sorted(), "out of LVMS's order: {deletes:?}");
+    assert!(
+        deletes.contains(&("LVMVolumeGroupNodeStatus".into(), "node-a".into())),
+        "{deletes:?}"
+    );
 }

@@ -279,6 +279,70 @@ impl LifecycleUnit {
             .collect()
     }
 
+    /// Deletes every object of `kind` in `current` (plan against nothing desired): one durable
+    /// append for all the intents, the deletes side by side. True when the API server removed
+    /// each at once (or it was gone), false when any is only marked and waits for its holders.
+    async fn delete_all(
+        &self,
+        steps: &Steps,
+        kind: Kind,
+        cluster: &LVMCluster,
+        current: Vec<serde_json::Value>,
+    ) -> Result<bool, UnitError> {
+        let client = &self.ctx.client;
+        let removed = std::sync::atomic::AtomicBool::new(true);
+        let removed = &removed;
+        let mut seen = seen_finalizers(&current);
+        let mut batch: Vec<BatchStep<'_>> = Vec::new();
+        for step in plan(Vec::new(), &current) {
+            let Step::Delete { namespace, name } = step else {
+                continue;
+            };
+            let spec = StepSpec::new(
+                ObjectRef {
+                    kind: kind.kind(),
+                    namespace: namespace.clone(),
+                    name: name.clone(),
+                    uid: String::new(),
+                    generation: cluster.metadata.generation.unwrap_or_default(),
+                },
+                ObjectAction::Delete,
+            );
+            let seen = seen.remove(&name);
+            batch.push((
+                spec,
+                effect(move || async move {
+                    let done = delete_object(client, kind, &namespace, &name, seen).await?;
+                    if !(done.facts.contains_key("deleted") || done.facts.contains_key("gone")) {
+                        removed.store(false, std::sync::atomic::Ordering::Relaxed);
+                    }
+                    Ok(done)
+                }),
+            ));
+        }
+        // Not held while the deletes run: on a large cluster it is thousands of objects.
+        drop(current);
+        steps
+            .run_all(batch, super::objects::WRITE_CONCURRENCY)
+            .await?;
+        Ok(removed.load(std::sync::atomic::Ordering::Relaxed))
+    }
+
+    /// Waits (briefly) until the cache no longer holds any `kind` of the cluster: the watch
+    /// delivers the removals within milliseconds, and a later stage must not plan on them.
+    async fn seen_gone(&self, kind: Kind, cluster: &LVMCluster) -> Result<bool, UnitError> {
+        let until = std::time::Instant::now() + Duration::from_secs(1);
+        loop {
+            if self.ctx.current(kind, cluster)?.is_empty() {
+                return Ok(true);
+            }
+            if std::time::Instant::now() >= until {
+                return Ok(false);
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
     async fn teardown(&self, steps: &Steps, cluster: &LVMCluster) -> Result<Pass, UnitError> {
         self.strip_gone_node_finalizers(steps).await?;
         if let Some(why) = self.gates(cluster).await? {
@@ -287,65 +351,38 @@ impl LifecycleUnit {
         }
         for kind in TEARDOWN {
             let current = self.ctx.current(kind, cluster)?;
-            if current.is_empty() {
-                if kind == Kind::DaemonSet {
-                    let pods = self.vg_manager_pods().await?;
-                    if pods > 0 {
-                        return Ok(waiting(format!(
-                            "teardown: waiting for {pods} vg-manager pod(s) to go away"
-                        )));
-                    }
+            if !current.is_empty() {
+                let left = current.len();
+                // Removed by the API server at once (no finalizer held any) and seen gone by
+                // the cache: the next kind follows in this pass. A pass per kind cost a
+                // cooldown each (most of a 10-node cluster's 0.5 s teardown).
+                let removed = self.delete_all(steps, kind, cluster, current).await?;
+                if !removed || !self.seen_gone(kind, cluster).await? {
+                    info!(kind = %kind.kind(), left, "teardown: waiting for deletion");
+                    return Ok(waiting(format!(
+                        "teardown: waiting for {left} {}(s) to be deleted",
+                        kind.kind()
+                    )));
                 }
-                if kind == Kind::CsiDriver {
-                    let registered = self.registered_csi_nodes();
-                    if !registered.is_empty() {
-                        return Ok(waiting(format!(
-                            "teardown: waiting for kubelet to unregister {CSI_DRIVER_NAME} on {} node(s): {}",
-                            registered.len(),
-                            registered.join(", ")
-                        )));
-                    }
+            }
+            if kind == Kind::DaemonSet {
+                let pods = self.vg_manager_pods().await?;
+                if pods > 0 {
+                    return Ok(waiting(format!(
+                        "teardown: waiting for {pods} vg-manager pod(s) to go away"
+                    )));
                 }
-                continue;
             }
-            let client = &self.ctx.client;
-            // Delete everything of this kind (plan against nothing desired): one durable append
-            // for all the intents, the deletes side by side; then wait.
-            let mut seen = seen_finalizers(&current);
-            let mut batch: Vec<BatchStep<'_>> = Vec::new();
-            for step in plan(Vec::new(), &current) {
-                let Step::Delete { namespace, name } = step else {
-                    continue;
-                };
-                let spec = StepSpec::new(
-                    ObjectRef {
-                        kind: kind.kind(),
-                        namespace: namespace.clone(),
-                        name: name.clone(),
-                        uid: String::new(),
-                        generation: cluster.metadata.generation.unwrap_or_default(),
-                    },
-                    ObjectAction::Delete,
-                );
-                let seen = seen.remove(&name);
-                batch.push((
-                    spec,
-                    effect(move || async move {
-                        delete_object(client, kind, &namespace, &name, seen).await
-                    }),
-                ));
+            if kind == Kind::CsiDriver {
+                let registered = self.registered_csi_nodes();
+                if !registered.is_empty() {
+                    return Ok(waiting(format!(
+                        "teardown: waiting for kubelet to unregister {CSI_DRIVER_NAME} on {} node(s): {}",
+                        registered.len(),
+                        registered.join(", ")
+                    )));
+                }
             }
-            let left = current.len();
-            // Not held while the deletes run: on a large cluster it is thousands of objects.
-            drop(current);
-            steps
-                .run_all(batch, super::objects::WRITE_CONCURRENCY)
-                .await?;
-            info!(kind = %kind.kind(), left, "teardown: waiting for deletion");
-            return Ok(waiting(format!(
-                "teardown: waiting for {left} {}(s) to be deleted",
-                kind.kind()
-            )));
         }
         self.edit_cluster_finalizer(steps, cluster, false).await?;
         Ok(Pass {
