@@ -111,30 +111,34 @@ struct Row {
     teardown: Option<Teardown>,
     /// VmRSS once the LVMCluster is gone (the operator keeps running).
     rss_after_teardown_kib: u64,
-    /// The operator's API requests per phase (from its `lvms_kube_api_requests_total`).
-    requests: Vec<(&'static str, Requests)>,
+    /// The operator's API requests and unit passes per phase (from its /metrics).
+    requests: Vec<(&'static str, Counters)>,
     postmortem: Postmortem,
 }
 
-/// Requests by (verb, resource).
-type Requests = BTreeMap<(String, String), u64>;
+/// One of the operator's counters, read from its `/metrics`.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Counter {
+    /// API requests by verb and resource (`lvms_kube_api_requests_total`).
+    Request { verb: String, resource: String },
+    /// A unit's passes (`lvms_reconcile_duration_seconds_count`).
+    Passes(String),
+    /// Their time in µs (`lvms_reconcile_duration_seconds_sum`).
+    PassMicros(String),
+}
 
-/// The operator's request counters, read from its /metrics.
-fn api_requests(op: &OperatorProcess) -> Result<Requests> {
+/// The operator's counters, by what they count.
+type Counters = BTreeMap<Counter, u64>;
+
+/// The operator's request and pass counters, read from its /metrics.
+fn read_counters(op: &OperatorProcess) -> Result<Counters> {
     let (code, body) = op.diagnostics_get("/metrics")?;
     if code != 200 {
         return Err(format!("operator /metrics answered {code}").into());
     }
-    let mut out = Requests::new();
+    let mut out = Counters::new();
     for line in body.lines() {
-        // Unit passes ride along as ("pass", unit) counts and ("pass-us", unit) time.
-        let (rest, pass) = if let Some(r) = line.strip_prefix("lvms_kube_api_requests_total{") {
-            (r, None)
-        } else if let Some(r) = line.strip_prefix("lvms_reconcile_duration_seconds_count{") {
-            (r, Some(PASS))
-        } else if let Some(r) = line.strip_prefix("lvms_reconcile_duration_seconds_sum{") {
-            (r, Some(PASS_US))
-        } else {
+        let Some((name, rest)) = line.split_once('{') else {
             continue;
         };
         let (labels, value) = rest.split_once("} ").ok_or("malformed metric line")?;
@@ -145,33 +149,42 @@ fn api_requests(op: &OperatorProcess) -> Result<Requests> {
                 .map(|v| v.trim_end_matches('"').to_string())
                 .unwrap_or_default()
         };
-        match pass {
-            None => out.insert((label("verb"), label("resource")), value.trim().parse()?),
-            Some(PASS) => out.insert((PASS.into(), label("unit")), value.trim().parse()?),
-            Some(_) => {
-                let secs: f64 = value.trim().parse()?;
-                out.insert((PASS_US.into(), label("unit")), (secs * 1e6) as u64)
+        let (counter, value) = match name {
+            "lvms_kube_api_requests_total" => (
+                Counter::Request {
+                    verb: label("verb"),
+                    resource: label("resource"),
+                },
+                value.trim().parse()?,
+            ),
+            "lvms_reconcile_duration_seconds_count" => {
+                (Counter::Passes(label("unit")), value.trim().parse()?)
             }
+            "lvms_reconcile_duration_seconds_sum" => {
+                let secs: f64 = value.trim().parse()?;
+                (Counter::PassMicros(label("unit")), (secs * 1e6) as u64)
+            }
+            _ => continue,
         };
+        out.insert(counter, value);
     }
     Ok(out)
 }
 
-const PASS: &str = "pass";
-const PASS_US: &str = "pass-us";
-
 /// "N passes, M ms: status 7 (12 ms), …": the operator's unit passes in a phase, busiest
 /// first (from its `lvms_reconcile_duration_seconds`).
-fn passes_text(r: &Requests) -> String {
+fn passes_text(r: &Counters) -> String {
     let time = |unit: &str| {
-        r.get(&(PASS_US.to_string(), unit.to_string()))
+        r.get(&Counter::PassMicros(unit.to_string()))
             .copied()
             .unwrap_or(0)
     };
     let mut parts: Vec<(&str, u64, u64)> = r
         .iter()
-        .filter(|((k, _), _)| k == PASS)
-        .map(|((_, unit), n)| (unit.as_str(), *n, time(unit)))
+        .filter_map(|(k, n)| match k {
+            Counter::Passes(unit) => Some((unit.as_str(), *n, time(unit))),
+            _ => None,
+        })
         .collect();
     parts.sort_by(|a, b| b.2.cmp(&a.2).then(a.0.cmp(b.0)));
     let total: u64 = parts.iter().map(|p| p.1).sum();
@@ -188,7 +201,7 @@ fn passes_text(r: &Requests) -> String {
 }
 
 /// `after - before`, zero entries dropped.
-fn requests_between(before: &Requests, after: &Requests) -> Requests {
+fn counters_between(before: &Counters, after: &Counters) -> Counters {
     after
         .iter()
         .map(|(k, v)| (k.clone(), v - before.get(k).copied().unwrap_or(0)))
@@ -198,14 +211,19 @@ fn requests_between(before: &Requests, after: &Requests) -> Requests {
 
 /// "N: patch lvmvolumegroupnodestatuses 1000, …", largest first, watches and discovery
 /// left out of the breakdown but not of N.
-fn requests_text(r: &Requests) -> String {
-    let api = |k: &(String, String)| k.0 != PASS && k.0 != PASS_US;
-    let total: u64 = r.iter().filter(|(k, _)| api(k)).map(|(_, v)| v).sum();
-    let mut parts: Vec<(&(String, String), &u64)> = r.iter().filter(|(k, _)| api(k)).collect();
-    parts.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+fn requests_text(r: &Counters) -> String {
+    let mut parts: Vec<(&str, &str, u64)> = r
+        .iter()
+        .filter_map(|(k, n)| match k {
+            Counter::Request { verb, resource } => Some((verb.as_str(), resource.as_str(), *n)),
+            _ => None,
+        })
+        .collect();
+    let total: u64 = parts.iter().map(|p| p.2).sum();
+    parts.sort_by(|a, b| b.2.cmp(&a.2).then((a.0, a.1).cmp(&(b.0, b.1))));
     let by: Vec<String> = parts
         .iter()
-        .map(|((verb, resource), n)| format!("{verb} {resource} {n}"))
+        .map(|(verb, resource, n)| format!("{verb} {resource} {n}"))
         .collect();
     format!("{total}: {}", by.join(", "))
 }
@@ -334,10 +352,10 @@ async fn run_config(
 
     let ticks0 = op.cpu_ticks().unwrap_or(0);
     let mut requests = Vec::new();
-    let mut counted = api_requests(&op)?;
+    let mut counted = read_counters(&op)?;
     let mut phase = |name: &'static str, op: &OperatorProcess| -> Result<()> {
-        let now = api_requests(op)?;
-        let r = requests_between(&counted, &now);
+        let now = read_counters(op)?;
+        let r = counters_between(&counted, &now);
         println!("API requests, {name}: {}", requests_text(&r));
         println!("unit passes, {name}: {}", passes_text(&r));
         requests.push((name, r));

@@ -9,6 +9,7 @@ use futures::StreamExt;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim};
 use k8s_openapi::api::storage::v1::{CSIDriver, CSINode, StorageClass};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, DynamicObject};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
@@ -40,18 +41,28 @@ pub type Router = Arc<dyn Fn(Kind, Change, Option<&str>) + Send + Sync>;
 /// edited, relisted). A unit that planned from a kind's metadata and finds its count as it
 /// was knows that input is unchanged without reading every object again.
 #[derive(Default)]
-pub struct ObjectChanges([AtomicU64; KINDS]);
+pub struct ObjectChanges {
+    counts: [AtomicU64; KINDS],
+    changed: tokio::sync::Notify,
+}
 
 /// One counter per [`Kind`] variant (`PersistentVolumeClaim` is the last).
 const KINDS: usize = Kind::PersistentVolumeClaim as usize + 1;
 
 impl ObjectChanges {
     pub fn get(&self, kind: Kind) -> u64 {
-        self.0[kind as usize].load(Ordering::Acquire)
+        self.counts[kind as usize].load(Ordering::Acquire)
+    }
+
+    /// Resolves at the next object change of any kind, once the cache holds it. Enable it
+    /// before looking at the cache, so a change landing meanwhile is not missed.
+    pub fn next_change(&self) -> tokio::sync::futures::Notified<'_> {
+        self.changed.notified()
     }
 
     fn bump(&self, kind: Kind) {
-        self.0[kind as usize].fetch_add(1, Ordering::AcqRel);
+        self.counts[kind as usize].fetch_add(1, Ordering::AcqRel);
+        self.changed.notify_waiters();
     }
 }
 
@@ -192,7 +203,7 @@ async fn route<T, E: std::fmt::Display>(
 
 /// The parts of an object's metadata its owner writes (not resourceVersion, generation or
 /// managedFields), hashed: equal before and after an update means only a report changed.
-fn owned_metadata_hash(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> u64 {
+fn owned_metadata_hash(meta: &ObjectMeta) -> u64 {
     use std::hash::{Hash, Hasher};
     let mut h = std::collections::hash_map::DefaultHasher::new();
     meta.labels.hash(&mut h);
@@ -208,6 +219,30 @@ fn owned_metadata_hash(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Ob
     h.finish()
 }
 
+/// What a router remembers of each object (by uid) to tell a report from any other change.
+struct Seen<Key>(std::collections::HashMap<String, Key>);
+
+impl<Key: PartialEq + Copy> Seen<Key> {
+    fn new() -> Self {
+        Seen(Default::default())
+    }
+
+    /// Remembers `key` for the object and says what changed: a [`Change::Report`] when an
+    /// update (not a relist) left it as it was. Also returns the key seen before.
+    fn note(&mut self, meta: &ObjectMeta, key: Key, initial: bool) -> (Change, Option<Key>) {
+        let before = self.0.insert(meta.uid.clone().unwrap_or_default(), key);
+        let change = match before {
+            Some(b) if b == key && !initial => Change::Report,
+            _ => Change::Object,
+        };
+        (change, before)
+    }
+
+    fn forget(&mut self, meta: &ObjectMeta) {
+        self.0.remove(meta.uid.as_deref().unwrap_or_default());
+    }
+}
+
 /// Like [`route`], telling a [`Change::Report`] (an update that left the owned metadata as it
 /// was) from any other change.
 async fn route_reports<K: Resource<DynamicType = ()>, E: std::fmt::Display>(
@@ -215,41 +250,30 @@ async fn route_reports<K: Resource<DynamicType = ()>, E: std::fmt::Display>(
     source: Kind,
     router: Router,
 ) {
-    let mut seen: std::collections::HashMap<String, u64> = Default::default();
+    let mut seen = Seen::new();
     futures::pin_mut!(stream);
     while let Some(ev) = stream.next().await {
-        match ev {
+        let change = match ev {
             Ok(watcher::Event::Apply(obj)) => {
-                watch_ok(source);
-                let meta = obj.meta();
-                let uid = meta.uid.clone().unwrap_or_default();
-                let hash = owned_metadata_hash(meta);
-                let change = match seen.insert(uid, hash) {
-                    Some(before) if before == hash => Change::Report,
-                    _ => Change::Object,
-                };
-                router(source, change, None);
+                seen.note(obj.meta(), owned_metadata_hash(obj.meta()), false)
+                    .0
             }
             Ok(watcher::Event::InitApply(obj)) => {
-                watch_ok(source);
-                let meta = obj.meta();
-                seen.insert(
-                    meta.uid.clone().unwrap_or_default(),
-                    owned_metadata_hash(meta),
-                );
-                router(source, Change::Object, None);
+                seen.note(obj.meta(), owned_metadata_hash(obj.meta()), true)
+                    .0
             }
             Ok(watcher::Event::Delete(obj)) => {
-                watch_ok(source);
-                seen.remove(obj.meta().uid.as_deref().unwrap_or_default());
-                router(source, Change::Object, None);
+                seen.forget(obj.meta());
+                Change::Object
             }
-            Ok(_) => {
-                watch_ok(source);
-                router(source, Change::Object, None)
+            Ok(_) => Change::Object,
+            Err(e) => {
+                watch_failed(source, &e);
+                continue;
             }
-            Err(e) => watch_failed(source, &e),
-        }
+        };
+        watch_ok(source);
+        router(source, change, None);
     }
 }
 
@@ -263,52 +287,47 @@ async fn route_generations<K: Resource<DynamicType = ()>, E: std::fmt::Display>(
     source: Kind,
     router: Router,
 ) {
-    let mut seen: std::collections::HashMap<String, (i64, u64)> = Default::default();
+    let mut seen = Seen::new();
     futures::pin_mut!(stream);
     while let Some(ev) = stream.next().await {
-        match ev {
-            Ok(ev @ (watcher::Event::Apply(_) | watcher::Event::InitApply(_))) => {
-                watch_ok(source);
-                let (initial, obj) = match ev {
-                    watcher::Event::InitApply(obj) => (true, obj),
-                    watcher::Event::Apply(obj) => (false, obj),
-                    _ => continue,
-                };
-                let meta = obj.meta();
-                let generation = meta.generation.unwrap_or_default();
-                let uid = meta.uid.clone().unwrap_or_default();
-                let now = (generation, owned_metadata_hash(meta));
-                match seen.insert(uid, now) {
-                    Some(before) if before == now && !initial => {
-                        router(source, Change::Report, None);
-                        continue;
-                    }
-                    // Same generation, other metadata (a finalizer, a deletion): no new trace.
-                    Some((g, _)) if g == generation => {
-                        router(source, Change::Object, None);
-                        continue;
-                    }
-                    _ => {}
+        let (obj, initial) = match ev {
+            Ok(watcher::Event::Apply(obj)) => (obj, false),
+            Ok(watcher::Event::InitApply(obj)) => (obj, true),
+            Ok(other) => {
+                if let watcher::Event::Delete(obj) = &other {
+                    seen.forget(obj.meta());
                 }
-                let kind = K::kind(&());
-                let name = meta.name.clone().unwrap_or_default();
-                let span = tracing::info_span!(
-                    parent: None,
-                    "change",
-                    otel.name = format!("{kind} {name} generation {generation}"),
-                    kind = %kind,
-                    name = %name,
-                    generation,
-                );
-                let tp = span.in_scope(crate::telemetry::otel::current_traceparent);
-                router(source, Change::Object, tp.as_deref());
-            }
-            Ok(_) => {
                 watch_ok(source);
-                router(source, Change::Object, None)
+                router(source, Change::Object, None);
+                continue;
             }
-            Err(e) => watch_failed(source, &e),
+            Err(e) => {
+                watch_failed(source, &e);
+                continue;
+            }
+        };
+        watch_ok(source);
+        let meta = obj.meta();
+        let generation = meta.generation.unwrap_or_default();
+        let (change, before) = seen.note(meta, (generation, owned_metadata_hash(meta)), initial);
+        // A report, or other metadata of the same generation (a finalizer, a deletion): no
+        // new trace.
+        if change == Change::Report || before.is_some_and(|(g, _)| g == generation) {
+            router(source, change, None);
+            continue;
         }
+        let kind = K::kind(&());
+        let name = meta.name.clone().unwrap_or_default();
+        let span = tracing::info_span!(
+            parent: None,
+            "change",
+            otel.name = format!("{kind} {name} generation {generation}"),
+            kind = %kind,
+            name = %name,
+            generation,
+        );
+        let tp = span.in_scope(crate::telemetry::otel::current_traceparent);
+        router(source, Change::Object, tp.as_deref());
     }
 }
 

@@ -28,7 +28,8 @@ pub fn node_statuses(cluster: &LVMCluster, world: &World) -> Vec<LVMVolumeGroupN
         .collect()
 }
 
-/// Everything [`node_statuses`] and the unit's readiness read, hashed: the cluster's identity,
+/// Everything [`node_statuses`] and the unit's readiness read, hashed (`None` if a part
+/// cannot be encoded): the cluster's identity,
 /// its tolerations and class node selectors, the namespace, each Node's name, labels and taints,
 /// and how often the node statuses changed (`statuses_changed`, their metadata being what the
 /// plan compares). Equal keys mean an equal plan: a pass whose last run wrote nothing can stop
@@ -39,7 +40,7 @@ pub fn inputs_key(
     namespace: &str,
     nodes: &[std::sync::Arc<k8s_openapi::api::core::v1::Node>],
     statuses_changed: u64,
-) -> u64 {
+) -> Option<u64> {
     use std::hash::{Hash, Hasher};
     let mut h = std::collections::hash_map::DefaultHasher::new();
     (&cluster.metadata.uid, &cluster.metadata.name, namespace).hash(&mut h);
@@ -50,9 +51,10 @@ pub fn inputs_key(
         .iter()
         .map(|c| (&c.name, &c.node_selector))
         .collect();
-    // Tolerations and selectors are API types without Hash: their JSON stands for them.
+    // Tolerations and selectors are API types without Hash: their JSON stands for them (no
+    // JSON, no key: the pass plans).
     serde_json::to_vec(&(&cluster.spec.tolerations, selectors))
-        .unwrap_or_default()
+        .ok()?
         .hash(&mut h);
     for node in nodes {
         (&node.metadata.name, &node.metadata.labels).hash(&mut h);
@@ -63,7 +65,7 @@ pub fn inputs_key(
         0xffu8.hash(&mut h);
     }
     statuses_changed.hash(&mut h);
-    h.finish()
+    Some(h.finish())
 }
 
 #[cfg(test)]

@@ -4,6 +4,7 @@
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
@@ -290,7 +291,7 @@ impl LifecycleUnit {
         current: Vec<serde_json::Value>,
     ) -> Result<bool, UnitError> {
         let client = &self.ctx.client;
-        let removed = std::sync::atomic::AtomicBool::new(true);
+        let removed = AtomicBool::new(true);
         let removed = &removed;
         let mut seen = seen_finalizers(&current);
         let mut batch: Vec<BatchStep<'_>> = Vec::new();
@@ -314,7 +315,7 @@ impl LifecycleUnit {
                 effect(move || async move {
                     let done = delete_object(client, kind, &namespace, &name, seen).await?;
                     if !(done.facts.contains_key("deleted") || done.facts.contains_key("gone")) {
-                        removed.store(false, std::sync::atomic::Ordering::Relaxed);
+                        removed.store(false, Ordering::Relaxed);
                     }
                     Ok(done)
                 }),
@@ -325,21 +326,24 @@ impl LifecycleUnit {
         steps
             .run_all(batch, super::objects::WRITE_CONCURRENCY)
             .await?;
-        Ok(removed.load(std::sync::atomic::Ordering::Relaxed))
+        Ok(removed.load(Ordering::Relaxed))
     }
 
-    /// Waits (briefly) until the cache no longer holds any `kind` of the cluster: the watch
-    /// delivers the removals within milliseconds, and a later stage must not plan on them.
+    /// Waits (at most a second) until the cache no longer holds any `kind` of the cluster,
+    /// looking again at each change the watches deliver: the removals arrive within
+    /// milliseconds, and a later pass must not plan on them.
     async fn seen_gone(&self, kind: Kind, cluster: &LVMCluster) -> Result<bool, UnitError> {
-        let until = std::time::Instant::now() + Duration::from_secs(1);
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(1);
         loop {
+            let next = self.ctx.caches.changes.next_change();
+            tokio::pin!(next);
+            next.as_mut().enable();
             if self.ctx.current(kind, cluster)?.is_empty() {
                 return Ok(true);
             }
-            if std::time::Instant::now() >= until {
+            if tokio::time::timeout_at(deadline, next).await.is_err() {
                 return Ok(false);
             }
-            tokio::time::sleep(Duration::from_millis(5)).await;
         }
     }
 

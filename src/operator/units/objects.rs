@@ -121,15 +121,16 @@ impl ObjectsUnit {
     /// planned in microseconds). Read before the caches the pass plans from, so a change that
     /// lands meanwhile makes the key stale, never the plan.
     fn inputs_key(&self, cluster: &LVMCluster) -> Option<u64> {
-        (self.kind == Kind::NodeStatus).then(|| {
-            let statuses = self.ctx.caches.changes.get(Kind::NodeStatus);
-            crate::operator::desired::node_statuses::inputs_key(
-                cluster,
-                &self.ctx.settings.namespace,
-                &self.ctx.caches.nodes.state(),
-                statuses,
-            )
-        })
+        if self.kind != Kind::NodeStatus {
+            return None;
+        }
+        let statuses = self.ctx.caches.changes.get(Kind::NodeStatus);
+        crate::operator::desired::node_statuses::inputs_key(
+            cluster,
+            &self.ctx.settings.namespace,
+            &self.ctx.caches.nodes.state(),
+            statuses,
+        )
     }
 
     fn settled_summary(&self, key: Option<u64>) -> Option<String> {

@@ -98,12 +98,7 @@ fn changed<T: PartialEq>(before: Option<Option<T>>, now: Option<T>) -> Field<T> 
 }
 
 impl<'a> StatusPatch<'a> {
-    /// The whole status (nothing known of the current one).
-    pub fn of(s: &'a LVMClusterStatus) -> Self {
-        Self::between(None, s)
-    }
-
-    /// What turns `current` (as last seen) into `s`.
+    /// What turns `current` (as last seen; `None`: unknown, send everything) into `s`.
     pub fn between(current: Option<&'a LVMClusterStatus>, s: &'a LVMClusterStatus) -> Self {
         fn set<T>(v: &[T]) -> Option<&[T]> {
             (!v.is_empty()).then_some(v)
@@ -309,11 +304,14 @@ mod tests {
     /// loses `ready: true` (LVMS's omitempty fields, cleared as its full update clears them).
     #[test]
     fn the_patch_clears_what_the_status_omits() {
-        let ready = serde_json::to_value(StatusPatch::of(&status(LVMStateType::Ready, 1))).unwrap();
+        let ready =
+            serde_json::to_value(StatusPatch::between(None, &status(LVMStateType::Ready, 1)))
+                .unwrap();
         assert_eq!(ready["status"]["ready"], serde_json::json!(true));
         assert_eq!(ready["status"]["conditions"], serde_json::Value::Null);
         let failed =
-            serde_json::to_value(StatusPatch::of(&status(LVMStateType::Failed, 0))).unwrap();
+            serde_json::to_value(StatusPatch::between(None, &status(LVMStateType::Failed, 0)))
+                .unwrap();
         let body = failed["status"].as_object().unwrap();
         assert_eq!(body["state"], "Failed");
         for cleared in ["ready", "conditions", "deviceClassStatuses"] {
