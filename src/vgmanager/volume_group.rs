@@ -732,9 +732,18 @@ impl VolumeGroupUnit {
                     }
                 };
                 let argv = argv.map_err(cmd_err)?;
-                self.host_step(steps, name, argv, None)
-                    .await
-                    .map_err(|e| warn(EventReason::VGCreateOrExtendFailed, e.message))?;
+                // LVMS reports a failed vgcreate/vgextend as the class's Failed status, not
+                // only as an Event: a device lvm2 refuses (e.g. one that shrank to nothing)
+                // must not leave the node Progressing for good.
+                self.host_step(steps, name, argv, None).await.map_err(|e| {
+                    self.set_status(
+                        vg,
+                        Phase::Failed(e.message.clone()),
+                        &obs,
+                        &decision.devices,
+                    );
+                    warn(EventReason::VGCreateOrExtendFailed, e.message)
+                })?;
                 self.finish(steps, vg, self.requeue(Some(requeue_after)))
                     .await
             }

@@ -408,3 +408,41 @@ async fn a_replay_that_cannot_read_the_host_reaches_no_verdict() {
     assert!(!err.retryable && err.reason == "UnknownAction", "{err:?}");
     assert!(err.message.contains("vgsplit"), "{err:?}");
 }
+
+#[tokio::test]
+async fn a_vgcreate_lvm2_refuses_reports_the_class_failed_as_lvms_does() {
+    // Two blank loop devices, no VG yet; lvm2 refuses them (a disk that shrank to nothing).
+    let host = Arc::new(FakeHost::default());
+    host.stdout("lsblk", fixture("lsblk_loops.json"))
+        .answer("blkid", [Answer::Fails(2, String::new())])
+        .stdout("losetup", fixture("losetup_back_file.json"))
+        .stdout("pvs", r#"{"report":[{"pv":[]}]}"#)
+        .stdout("vgs", r#"{"report":[{"vg":[]}]}"#)
+        .answer(
+            "vgcreate",
+            [Answer::Fails(
+                5,
+                "Cannot use /dev/loop0: device is too small (pv_min_size)".into(),
+            )],
+        );
+    let r = rig(host.clone(), lvmvg(false)).await;
+    let err = r
+        .unit
+        .reconcile(&r.steps())
+        .await
+        .expect_err("vgcreate fails");
+    assert_eq!(err.reason, "VGCreateOrExtendFailed", "{err:?}");
+    assert!(err.message.contains("too small"), "{err:?}");
+    assert_eq!(host.mutations(), ["vgcreate"]);
+    let entry = r.unit.ctx.report.snapshot();
+    let entry = entry
+        .iter()
+        .find(|e| e.name == VG)
+        .expect("the class entry");
+    assert_eq!(
+        entry.status,
+        Some(crate::api::VGStatusType::Failed),
+        "{entry:?}"
+    );
+    assert!(entry.reason.contains("too small"), "{entry:?}");
+}

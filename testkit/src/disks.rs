@@ -131,11 +131,22 @@ impl Disk {
 }
 
 impl Disk {
-    /// The disk vanishes from the host (as a pulled or failed drive): its loop device is
-    /// detached, its backing file and link stay for [`Drop`].
+    /// The disk vanishes from the host (as a failed drive that reports no medium): its backing
+    /// file is emptied and the loop device re-reads its size, 0. The device stays attached
+    /// until [`Drop`]: a detached loop number goes to the next `losetup -f` of any test
+    /// running alongside, and the path that named this disk then leads to that test's disk.
     pub fn vanish(&self) {
-        let (ok, out) = run("losetup", &["-d", &self.loop_dev]);
-        assert!(ok, "losetup -d {}: {out}", self.loop_dev);
+        let emptied = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&self.image)
+            .and_then(|f| f.set_len(0));
+        assert!(
+            emptied.is_ok(),
+            "emptying {}: {emptied:?}",
+            self.image.display()
+        );
+        let (ok, out) = run("losetup", &["--set-capacity", &self.loop_dev]);
+        assert!(ok, "losetup --set-capacity {}: {out}", self.loop_dev);
     }
 }
 

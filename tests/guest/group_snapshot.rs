@@ -721,11 +721,12 @@ pub async fn group_snapshots_are_consistent_follow_their_policy_and_survive_kill
     let mut sorted = held_ms.clone();
     sorted.sort_unstable();
     println!(
-        "group-snapshot: {} pairs consistent ({} groups read on the node: {} under the writer + {} after kills, {skipped} kill groups read only through their restores; {} restored pairs), {} records written, hold (ms) min {} median {} max {}",
+        "group-snapshot: {} pairs consistent ({} groups taken: {} under the writer + {} after kills; {} read on the node, {skipped} kill groups read only through their restores; {} restored pairs), {} records written, hold (ms) min {} median {} max {}",
         results.len(),
-        of("group:"),
+        rounds() + crashes().len(),
         rounds(),
         crashes().len(),
+        of("group:"),
         of("restore:"),
         records.trim(),
         sorted.first().copied().unwrap_or(0),

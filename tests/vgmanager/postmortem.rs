@@ -1,6 +1,6 @@
 //! `lvms explain` and `lvms must-gather` on a cluster with a broken node: two nodes on real
-//! lvm2, one loses its only disk (the loop device is detached, as a pulled drive), on a real
-//! kube-apiserver. The tests assert the facts a user needs, not the layout.
+//! lvm2, one loses its only disk (its loop device shrinks to 0 bytes, as a drive that lost its
+//! medium), on a real kube-apiserver. The tests assert the facts a user needs, not the layout.
 
 use std::path::Path;
 use std::process::Command;
@@ -19,10 +19,15 @@ use lvms_testkit::{Scenario, eventually};
 const T: Duration = Duration::from_secs(60);
 const SECRET_VALUE: &str = "do-not-gather-7f3a9c";
 
-/// What vg-manager says of a class whose only disk vanished, by when it looks: the path is
-/// there but unusable or gone (DevicePathCheckFailed), or the VG is gone and nothing can
-/// recreate it (NoAvailableDevicesForVG).
-const LOST: [&str; 2] = ["DevicePathCheckFailed", "NoAvailableDevicesForVG"];
+/// What vg-manager says of a class whose only disk vanished, by what the node shows: the path
+/// is there but unusable or gone (DevicePathCheckFailed), the VG is gone and nothing can
+/// recreate it (NoAvailableDevicesForVG), or the device is still listed and lvm2 refuses to
+/// build the VG on it again (VGCreateOrExtendFailed: what a disk shrunk to 0 bytes gets).
+const LOST: [&str; 3] = [
+    "DevicePathCheckFailed",
+    "NoAvailableDevicesForVG",
+    "VGCreateOrExtendFailed",
+];
 
 /// A message about the lost disk names the device, or the volume group that went with it.
 fn lost(message: &str, device: &str, vg: &str) -> bool {
