@@ -40,8 +40,24 @@ csi_ready() {
   done
   [ -d "$CSIDIR/crds" ]
 }
-if [ -x "$BIN/etcd" ] && [ -x "$BIN/kube-apiserver" ] && [ -x "$BIN/kube-controller-manager" ] && [ -x "$JDIR/bin/jaeger" ] && [ -x "$KDIR/bin/kustomize" ] && [ -x "$HDIR/bin/helm" ] && csi_ready; then
+all_ready() {
+  [ -x "$BIN/etcd" ] && [ -x "$BIN/kube-apiserver" ] && [ -x "$BIN/kube-controller-manager" ] && [ -x "$JDIR/bin/jaeger" ] && [ -x "$KDIR/bin/kustomize" ] && [ -x "$HDIR/bin/helm" ] && csi_ready
+}
+if all_ready; then
   echo "$BIN"; exit 0
+fi
+# One build per cache at a time: a second caller (a test binary, `make demo`, another checkout's
+# CI) waits for the first and then finds the peers built. Two builds into the same directories
+# once removed each other's jaeger.tmp.
+command -v flock >/dev/null || die "flock is missing: apt-get install -y util-linux"
+mkdir -p "$CACHE"
+exec 9>"$CACHE/.build.lock"
+if ! flock -n 9; then
+  echo "build-test-bins: another build holds $CACHE/.build.lock; waiting for it" >&2
+  flock 9
+  if all_ready; then
+    echo "$BIN"; exit 0
+  fi
 fi
 
 export GOTOOLCHAIN=local GOFLAGS=-mod=mod CGO_ENABLED=0
