@@ -55,9 +55,10 @@ exec 9>"$CACHE/.build.lock"
 if ! flock -n 9; then
   echo "build-test-bins: another build holds $CACHE/.build.lock; waiting for it" >&2
   flock 9
-  if all_ready; then
-    echo "$BIN"; exit 0
-  fi
+fi
+# Whoever held the lock may have built everything meanwhile.
+if all_ready; then
+  echo "$BIN"; exit 0
 fi
 
 export GOTOOLCHAIN=local GOFLAGS=-mod=mod CGO_ENABLED=0
