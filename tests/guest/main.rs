@@ -81,8 +81,11 @@ const SCENARIOS: &[(&str, ScenarioFn)] = &[
             group_snapshot::group_snapshots_are_consistent_follow_their_policy_and_survive_kills(c),
         )
     }),
-    ("sanity", |c| {
-        Box::pin(sanity::csi_sanity_passes_on_a_thick_and_a_thin_class(c))
+    ("sanity-thick", |c| {
+        Box::pin(sanity::csi_sanity_passes_on_a_thick_class(c))
+    }),
+    ("sanity-thin", |c| {
+        Box::pin(sanity::csi_sanity_passes_on_a_thin_class(c))
     }),
 ];
 
