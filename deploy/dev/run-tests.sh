@@ -57,14 +57,12 @@ two=$!
 wait $one $two
 # What each group counts: a panicked run's passes and its rerun's results, else its one run.
 for tag in k6.1 k6.12; do
-  if [ -f "$gdir/$tag.2" ]; then
-    grep -oE 'test result: [A-Za-z]+\. [0-9]+ passed' "$gdir/$tag.1" >>"$log"
-    grep -E 'test result:' "$gdir/$tag.2" >>"$log"
-  else
-    grep -E 'test result:' "$gdir/$tag.1" >>"$log"
-  fi
   final=$gdir/$tag.1
-  [ -f "$gdir/$tag.2" ] && final=$gdir/$tag.2
+  if [ -f "$gdir/$tag.2" ]; then
+    grep -oE 'test result: [A-Za-z]+\. [0-9]+ passed' "$final" >>"$log"
+    final=$gdir/$tag.2
+  fi
+  grep -E 'test result:' "$final" >>"$log"
   grep -q 'test result: ok' "$final" || rc=1
 done
 rm -rf "$gdir"

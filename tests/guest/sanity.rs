@@ -78,29 +78,28 @@ pub async fn csi_sanity_passes_on_a_thin_class(ctx: Ctx) {
 
 async fn sanity(ctx: Ctx, suite: Suite) {
     let pid = std::process::id();
-    let (tag, class, disk) = match suite {
-        Suite::Thick => ("thick", format!("st{pid}"), "sant0"),
-        Suite::Thin => ("thin", format!("sn{pid}"), "sann0"),
+    let thin = suite == Suite::Thin;
+    let (tag, class, disk) = if thin {
+        ("thin", format!("sn{pid}"), "sann0")
+    } else {
+        ("thick", format!("st{pid}"), "sant0")
     };
-    let classes = match suite {
-        Suite::Thick => json!([
-            {"name": class, "default": true, "deviceSelector": {"paths": [by_id(disk)]}},
-        ]),
-        Suite::Thin => json!([
-            {"name": class, "default": true, "deviceSelector": {"paths": [by_id(disk)]},
-             "thinPoolConfig": {"name": POOL, "sizePercent": 80, "overprovisionRatio": 10}},
-        ]),
+    let mut entry =
+        json!({"name": class, "default": true, "deviceSelector": {"paths": [by_id(disk)]}});
+    let skip = if thin {
+        entry["thinPoolConfig"] =
+            json!({"name": POOL, "sizePercent": 80, "overprovisionRatio": 10});
+        String::new()
+    } else {
+        format!("'--ginkgo.skip={THICK_SKIP}'")
     };
-    let skip = match suite {
-        Suite::Thick => format!("'--ginkgo.skip={THICK_SKIP}'"),
-        Suite::Thin => String::new(),
-    };
+    let classes = json!([entry]);
     let after = guest(&class, tag, &skip);
     let name = format!("sanity-{tag}");
     let r = run_node(
         ctx,
         NodeRun {
-            pool: (suite == Suite::Thin).then_some(POOL),
+            pool: thin.then_some(POOL),
             after_ready: &after,
             ..NodeRun::new(&name, &class, classes, vec![(disk, 1024)])
         },
@@ -125,11 +124,11 @@ async fn sanity(ctx: Ctx, suite: Suite) {
     // capabilities spec; the thin class runs all six.
     let group = ran(&junit, "GroupController");
     assert!(
-        group.len() >= if suite == Suite::Thin { 6 } else { 1 },
+        group.len() >= if thin { 6 } else { 1 },
         "csi-sanity's GroupController specs ran on the {tag} class: {group:#?}"
     );
     let snapshots = ran(&junit, "Snapshot");
-    if suite == Suite::Thin {
+    if thin {
         assert!(snapshots.len() >= 5, "snapshot specs ran: {snapshots:#?}");
     } else {
         assert!(
