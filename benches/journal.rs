@@ -22,6 +22,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use lvms_actors::{HEALTH_SNAPSHOT_EVERY, UnitHealth};
 use lvms_journal::{Done, Intent, Journal, JournalConfig, ObjectRef, OutcomeResult, Trace, codec};
 use lvms_testkit::bench::{Result, env_list, lvms_bin, main_with, target_dir};
 
@@ -257,6 +258,46 @@ async fn bench() -> Result<()> {
     let decoded = j.iter().filter(|r| r.is_ok()).count();
     let decode = t0.elapsed();
     let on_disk = j.size_on_disk()?;
+    // What every unit actor does at start (and the status unit once): rebuild UnitHealth.
+    // Without a snapshot that is a fold of the whole journal; passes now snapshot it every
+    // HEALTH_SNAPSHOT_EVERY records, so a start folds the snapshot + at most that tail.
+    let t0 = Instant::now();
+    let full = j.rebuild::<UnitHealth>()?;
+    let rebuild_full = t0.elapsed();
+    let t0 = Instant::now();
+    let snap = j
+        .snapshot_if_due::<UnitHealth>(HEALTH_SNAPSHOT_EVERY, Trace::default())?
+        .ok_or("a journal of this size is due a snapshot")?;
+    let snapshot_took = t0.elapsed();
+    let tail_pairs = (HEALTH_SNAPSHOT_EVERY / 2) as usize - 1;
+    let seqs = j.append_intents(
+        (0..tail_pairs).map(|i| intent(i % 10, i % 1000)).collect(),
+        Trace::default(),
+    )?;
+    for s in seqs {
+        j.append_outcome(
+            s,
+            OutcomeResult::Ok(Done::resource_version(Some("812".into()))),
+            Duration::from_millis(3),
+            Trace::default(),
+        )?;
+    }
+    j.flush()?;
+    drop(j);
+    let t0 = Instant::now();
+    let j = Journal::open(&big)?;
+    let reopened_after = t0.elapsed();
+    let t0 = Instant::now();
+    let tail = j.rebuild::<UnitHealth>()?;
+    let rebuild_tail = t0.elapsed();
+    if tail.from_snapshot != Some(snap) || tail.state != full.state {
+        return Err(format!(
+            "rebuild from the snapshot at {snap} gave {:?}, not the full fold's state",
+            tail.from_snapshot
+        )
+        .into());
+    }
+    let tail_records = tail.upto_seq - snap;
     drop(j);
     let big_s = big.display().to_string();
     let (inspect, out) = timed_cli(&[
@@ -294,6 +335,22 @@ async fn bench() -> Result<()> {
         md,
         "| open intents (index) | {} ms ({open_intents} open) |",
         ms(lookup)
+    )?;
+    writeln!(
+        md,
+        "| rebuild UnitHealth with no snapshot (each unit's start before stop 31) | {:.2} s |",
+        rebuild_full.as_secs_f64()
+    )?;
+    writeln!(
+        md,
+        "| take a UnitHealth snapshot (first: folds everything) | {:.2} s |",
+        snapshot_took.as_secs_f64()
+    )?;
+    writeln!(
+        md,
+        "| reopen, then rebuild UnitHealth from its snapshot + {tail_records}-record tail (each unit's start now) | {} ms + {} ms |",
+        ms(reopened_after),
+        ms(rebuild_tail)
     )?;
     writeln!(
         md,

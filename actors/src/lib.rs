@@ -30,4 +30,6 @@ pub use supervisor::{
 };
 pub use trace::{TraceHooks, TraceSource};
 pub use trigger::{Trigger, Wake};
-pub use unit::{Pass, PassHook, PassReport, Unit, UnitActor, UnitArgs, UnitMsg};
+pub use unit::{
+    HEALTH_SNAPSHOT_EVERY, Pass, PassHook, PassReport, Unit, UnitActor, UnitArgs, UnitMsg,
+};

@@ -535,3 +535,45 @@ async fn a_large_batch_is_made_durable_chunk_by_chunk_ahead_of_its_effects() {
         "only the pass is open"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn passes_snapshot_unit_health_so_a_start_folds_only_the_tail() {
+    let env = Env::new("health-snapshots");
+    let unit = FakeUnit::new("u");
+    let trigger = Trigger::new();
+    let j = env.journal.clone();
+    let mut args = unit_args(&unit, &j, &trigger);
+    args.health_snapshot_every = 8;
+    let (actor, _) = spawn_unit(args).await;
+    wait_until("the first pass outcome", || pass_outcomes(&j).len() == 1).await;
+    // Each health change journals a pass (intent + outcome): 12 changes, ~26 records.
+    for n in 0..12u64 {
+        unit.set_fail((n % 2 == 0).then(|| UnitError::permanent("InvalidSpec", "bad")));
+        trigger.bump("flip");
+        wait_until("the flipped pass", || unit.passes() == n + 2).await;
+    }
+    stop(&actor).await;
+
+    let snapshots: Vec<_> = records(&j)
+        .into_iter()
+        .filter(|r| r.body.kind_name() == "snapshot")
+        .map(|r| r.seq)
+        .collect();
+    assert!(
+        snapshots.len() >= 2,
+        "a snapshot per 8 records or so, got {snapshots:?} in {:?}",
+        kinds(&j)
+    );
+    let last = j.next_seq().unwrap() - 1;
+    let rebuilt = j.rebuild::<UnitHealth>().unwrap();
+    let from = rebuilt
+        .from_snapshot
+        .expect("the rebuild starts at a snapshot");
+    assert_eq!(Some(&from), snapshots.last());
+    assert!(last - from < 8, "tail {} records", last - from);
+    // The snapshot + tail equals folding every record from the start.
+    let mut full = UnitHealth::default();
+    full.catch_up(&j, 0).unwrap();
+    assert_eq!(rebuilt.state, full);
+    assert!(rebuilt.state.units["u"].ok, "the last of 12 flips passes");
+}

@@ -179,13 +179,23 @@ impl Journal {
 
     /// [`Journal::open_copy`], waiting up to `patience` for a still moment.
     pub fn open_copy_within(path: impl AsRef<Path>, patience: std::time::Duration) -> Result<Self> {
+        Self::open_copy_in(path, &std::env::temp_dir(), patience)
+    }
+
+    /// [`Journal::open_copy_within`], with the private copy in a new directory under `parent`
+    /// (a tmpfs spares writing the copy to disk: opening it makes sled sync the whole file).
+    pub fn open_copy_in(
+        path: impl AsRef<Path>,
+        parent: &Path,
+        patience: std::time::Duration,
+    ) -> Result<Self> {
         let from = path.as_ref();
         let tmp = tempfile::Builder::new()
             .prefix("lvms-journal-copy-")
-            .tempdir()
+            .tempdir_in(parent)
             .map_err(|source| JournalError::Copy {
                 from: from.to_path_buf(),
-                to: std::env::temp_dir(),
+                to: parent.to_path_buf(),
                 source,
             })?;
         let to = tmp.path().join("journal");
@@ -772,14 +782,27 @@ impl Journal {
     }
 
     pub(crate) fn indexed(&self, key: Vec<u8>) -> Result<Option<Record>> {
-        let Some(v) = self.store.get(&key)? else {
+        match self.index_seq(&key)? {
+            Some(seq) => self.get(seq),
+            None => Ok(None),
+        }
+    }
+
+    /// The seq a single-valued index entry points at.
+    pub(crate) fn index_seq(&self, key: &[u8]) -> Result<Option<Seq>> {
+        let Some(v) = self.store.get(key)? else {
             return Ok(None);
         };
         let seq = keys::parse_u64(&v).ok_or_else(|| CorruptRecord {
             seq: 0,
             reason: format!("index entry {key:?} is malformed"),
         })?;
-        self.get(seq)
+        Ok(Some(seq))
+    }
+
+    /// The highest seq applied to the store (appends staged but not yet committed excluded).
+    pub(crate) fn applied_seq(&self) -> Seq {
+        self.applied.load(Ordering::Acquire)
     }
 
     /// The first seq the object index covers.

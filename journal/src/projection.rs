@@ -75,16 +75,102 @@ impl Journal {
     /// Rebuild `P` and store it as a Snapshot record covering everything appended so far.
     /// Holds the writer lock so no record slips in between the fold and the snapshot.
     pub fn snapshot<P: Projection>(&self, trace: Trace) -> Result<Seq> {
+        self.exclusive(|w| self.snapshot_exclusive::<P>(w, trace))
+    }
+
+    /// Snapshot `P` once `every` or more records were appended after its latest snapshot, so
+    /// a [`rebuild`](Journal::rebuild) folds about `every` records at most, whatever the
+    /// journal's size (without one, every restart folds the whole log). When not due this is
+    /// one index read; the fold it takes when due is the tail since the last snapshot.
+    /// Returns the new snapshot's seq, if one was taken.
+    pub fn snapshot_if_due<P: Projection>(&self, every: u64, trace: Trace) -> Result<Option<Seq>> {
+        let every = every.max(1);
+        let due = |high: Seq| -> Result<bool> {
+            let last = self.snapshot_seq(P::NAME)?.unwrap_or(0);
+            Ok(high.saturating_sub(last) >= every)
+        };
+        if !due(self.applied_seq())? {
+            return Ok(None);
+        }
+        // Checked again under the lock: another caller may have just taken it.
         self.exclusive(|w| {
-            let rebuilt = self.rebuild::<P>()?;
-            let upto_seq = w.next_seq.saturating_sub(1);
-            let body = Body::Snapshot(Snapshot {
-                projection: P::NAME.to_string(),
-                upto_seq,
-                state: codec::encode_value("projection state", &rebuilt.state)?,
-            });
-            // Durable: compaction trusts it once it exists.
-            self.append_exclusive(w, body, trace)
+            if !due(w.next_seq.saturating_sub(1))? {
+                return Ok(None);
+            }
+            self.snapshot_exclusive::<P>(w, trace).map(Some)
         })
+    }
+
+    /// Seq of `name`'s latest Snapshot record, from the index (no record is read).
+    pub fn snapshot_seq(&self, name: &str) -> Result<Option<Seq>> {
+        let key = keys::str_key(keys::SNAPSHOT, name);
+        self.index_seq(&key)
+    }
+
+    fn snapshot_exclusive<P: Projection>(
+        &self,
+        w: &mut crate::journal::Writer,
+        trace: Trace,
+    ) -> Result<Seq> {
+        let rebuilt = self.rebuild::<P>()?;
+        let upto_seq = w.next_seq.saturating_sub(1);
+        let body = Body::Snapshot(Snapshot {
+            projection: P::NAME.to_string(),
+            upto_seq,
+            state: codec::encode_value("projection state", &rebuilt.state)?,
+        });
+        // Durable: compaction trusts it once it exists.
+        self.append_exclusive(w, body, trace)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::ObjectRef;
+    use crate::test_support::{Count, closed_pair};
+
+    #[test]
+    fn a_snapshot_is_taken_only_once_the_tail_reaches_the_threshold() {
+        let dir = tempfile::tempdir().unwrap();
+        let j = Journal::open(dir.path()).unwrap();
+        let o = ObjectRef::default();
+        assert_eq!(
+            j.snapshot_if_due::<Count>(6, Trace::default()).unwrap(),
+            None
+        );
+        for k in 0..2 {
+            closed_pair(&j, &o, &format!("a{k}"));
+        }
+        // 4 records: not due at 6.
+        assert_eq!(
+            j.snapshot_if_due::<Count>(6, Trace::default()).unwrap(),
+            None
+        );
+        assert_eq!(j.snapshot_seq(Count::NAME).unwrap(), None);
+        closed_pair(&j, &o, "a2");
+        // 6 records: due; the snapshot is seq 7 and covers all six.
+        let first = j.snapshot_if_due::<Count>(6, Trace::default()).unwrap();
+        assert_eq!(first, Some(7));
+        assert_eq!(j.snapshot_seq(Count::NAME).unwrap(), Some(7));
+        // Right after it nothing is due, however often asked.
+        assert_eq!(
+            j.snapshot_if_due::<Count>(6, Trace::default()).unwrap(),
+            None
+        );
+        for k in 0..3 {
+            closed_pair(&j, &o, &format!("b{k}"));
+        }
+        // Seqs 8..=13 after the snapshot at 7: due again.
+        assert_eq!(
+            j.snapshot_if_due::<Count>(6, Trace::default()).unwrap(),
+            Some(14)
+        );
+        closed_pair(&j, &o, "c");
+        let rebuilt = j.rebuild::<Count>().unwrap();
+        assert_eq!(rebuilt.from_snapshot, Some(14));
+        assert_eq!(rebuilt.upto_seq, 16);
+        // 14 records that are not snapshots: the snapshot + tail fold counts each once.
+        assert_eq!(rebuilt.state.0, 14);
     }
 }

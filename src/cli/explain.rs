@@ -9,7 +9,7 @@ use clap::{Args, ValueEnum};
 use k8s_openapi::api::core::v1::Event;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams};
 use lvms_journal::render::Entry;
-use lvms_journal::{Filter, Journal, ObjectFilter};
+use lvms_journal::{Filter, ObjectFilter};
 use serde_json::Value;
 
 use super::sources::{JournalSources, Source, jaeger_from_otlp};
@@ -156,7 +156,7 @@ pub fn journal_facts(src: &Source, keys: &[ObjectFilter], per_object: usize) -> 
         path: src.path.display().to_string(),
         ..JournalFacts::default()
     };
-    let j = match Journal::open_copy(&src.path) {
+    let j = match super::journal::private_copy(&src.path) {
         Ok(j) => j,
         Err(e) => {
             out.error = Some(e.to_string());

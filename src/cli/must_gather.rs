@@ -206,7 +206,7 @@ fn gather_journal(src: &Source, dir: &Path, m: &mut Manifest) -> anyhow::Result<
         m.missing(&what, e);
         return Ok(());
     }
-    let j = match Journal::open_copy(&copy) {
+    let j = match super::journal::private_copy(&copy) {
         Ok(j) => j,
         Err(e) => {
             m.missing(&what, e);

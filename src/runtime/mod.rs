@@ -172,6 +172,7 @@ impl UnitWiring {
             on_pass: Some(self.on_pass.clone()),
             trace: Some(crate::telemetry::otel::hooks()),
             debounce: self.debounce,
+            health_snapshot_every: lvms_actors::HEALTH_SNAPSHOT_EVERY,
         };
         ChildSpec {
             name: name.to_string(),

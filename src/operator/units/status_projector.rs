@@ -149,6 +149,16 @@ impl StatusUnit {
             .lock()
             .map_err(|_| UnitError::retryable("Internal", "health projection poisoned"))?;
         let (proj, upto) = &mut *guard;
+        if *upto == 0 {
+            // First use (or an empty journal so far): start from the latest snapshot, not
+            // from seq 1 (a fold of the whole journal).
+            let rebuilt = steps
+                .journal()
+                .rebuild::<HealthProjection>()
+                .map_err(UnitError::journal)?;
+            *proj = rebuilt.state;
+            *upto = rebuilt.upto_seq;
+        }
         *upto = proj
             .catch_up(steps.journal(), *upto)
             .map_err(UnitError::journal)?;
