@@ -140,18 +140,22 @@ fn durable_appends(dir: &Path, threads: usize, n: usize) -> Run {
     })
 }
 
-fn dir_bytes(dir: &Path) -> u64 {
-    std::fs::read_dir(dir)
-        .map(|d| {
-            d.filter_map(|e| e.ok())
-                .map(|e| match e.metadata() {
-                    Ok(m) if m.is_dir() => dir_bytes(&e.path()),
-                    Ok(m) => m.len(),
-                    Err(_) => 0,
-                })
-                .sum()
-        })
-        .unwrap_or(0)
+/// Intent/outcome pairs `range` (intents in one durable batch, outcomes after), shaped like
+/// the operator's: 10 units, 1000 objects.
+fn append_pairs(j: &Journal, range: std::ops::Range<usize>) -> Result<()> {
+    let seqs = j.append_intents(
+        range.map(|i| intent(i % 10, i % 1000)).collect(),
+        Trace::default(),
+    )?;
+    for s in seqs {
+        j.append_outcome(
+            s,
+            OutcomeResult::Ok(Done::resource_version(Some("812".into()))),
+            Duration::from_millis(3),
+            Trace::default(),
+        )?;
+    }
+    Ok(())
 }
 
 fn timed_cli(args: &[&str]) -> Result<(Duration, String)> {
@@ -229,18 +233,7 @@ async fn bench() -> Result<()> {
         let j = Journal::open_with(&big, JournalConfig::default())?;
         let mut k = 0;
         while k < pairs {
-            let batch: Vec<Intent> = (k..(k + 1000).min(pairs))
-                .map(|i| intent(i % 10, i % 1000))
-                .collect();
-            let seqs = j.append_intents(batch, Trace::default())?;
-            for s in seqs {
-                j.append_outcome(
-                    s,
-                    OutcomeResult::Ok(Done::resource_version(Some("812".into()))),
-                    Duration::from_millis(3),
-                    Trace::default(),
-                )?;
-            }
+            append_pairs(&j, k..(k + 1000).min(pairs))?;
             k += 1000;
         }
         j.flush()?;
@@ -270,18 +263,7 @@ async fn bench() -> Result<()> {
         .ok_or("a journal of this size is due a snapshot")?;
     let snapshot_took = t0.elapsed();
     let tail_pairs = (HEALTH_SNAPSHOT_EVERY / 2) as usize - 1;
-    let seqs = j.append_intents(
-        (0..tail_pairs).map(|i| intent(i % 10, i % 1000)).collect(),
-        Trace::default(),
-    )?;
-    for s in seqs {
-        j.append_outcome(
-            s,
-            OutcomeResult::Ok(Done::resource_version(Some("812".into()))),
-            Duration::from_millis(3),
-            Trace::default(),
-        )?;
-    }
+    append_pairs(&j, 0..tail_pairs)?;
     j.flush()?;
     drop(j);
     let t0 = Instant::now();
@@ -366,7 +348,7 @@ async fn bench() -> Result<()> {
         md,
         "| bytes on disk per record (sled size_on_disk / directory) | {:.0} / {:.0} |",
         on_disk as f64 / total,
-        dir_bytes(&big) as f64 / total
+        lvms_journal::dir_bytes(&big) as f64 / total
     )?;
 
     println!("\n{md}");

@@ -30,6 +30,7 @@ mod verify;
 pub use error::{CorruptRecord, JournalError, Result, StoreError};
 pub use journal::{
     AppendObserver, COPY_PATIENCE, COPY_QUIET, Clock, FlushPolicy, Journal, JournalConfig,
+    dir_bytes,
 };
 pub use projection::{Projection, Rebuilt};
 pub use record::*;

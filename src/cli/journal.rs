@@ -127,7 +127,7 @@ pub(crate) fn private_copy(path: &std::path::Path) -> lvms_journal::Result<Journ
         crate::csi::stats::statfs(shm)
             .ok()
             .map(|s| s.bavail.saturating_mul(s.frsize)),
-        dir_bytes(path),
+        lvms_journal::dir_bytes(path),
     ) {
         shm.to_path_buf()
     } else {
@@ -146,22 +146,6 @@ const SHM: &str = "/dev/shm";
 /// journal inspected inside one still goes to the temp dir.
 fn copy_to_shm(tmpdir_set: bool, shm_free_bytes: Option<u64>, journal_bytes: u64) -> bool {
     !tmpdir_set && shm_free_bytes.is_some_and(|free| journal_bytes.saturating_mul(4) <= free)
-}
-
-/// Bytes of every file under `dir` (0 for what cannot be read: the copy reports those).
-fn dir_bytes(dir: &std::path::Path) -> u64 {
-    std::fs::read_dir(dir)
-        .map(|entries| {
-            entries
-                .filter_map(Result::ok)
-                .map(|e| match e.metadata() {
-                    Ok(m) if m.is_dir() => dir_bytes(&e.path()),
-                    Ok(m) => m.len(),
-                    Err(_) => 0,
-                })
-                .sum()
-        })
-        .unwrap_or(0)
 }
 
 #[cfg(test)]
