@@ -3,7 +3,8 @@
 //! `append_intent` returned. The parent SIGKILLs it at pseudo-random moments, reopens the
 //! journal and checks: every acknowledged intent is present and intact (unless compaction
 //! legitimately removed it after it was closed), seqs are strictly increasing and never
-//! reused, verify() is clean, the open-intent index matches the records.
+//! reused, verify() is clean, the open-intent index matches the records, and the latest
+//! snapshot + tail rebuild agrees with that index.
 //!
 //! `LVMS_JOURNAL_CRASH_KILLS` overrides the number of kills (default 200);
 //! `LVMS_JOURNAL_CRASH_SEED` the PRNG seed.
@@ -76,8 +77,11 @@ fn child(dir: &str) {
             j.append_published(status("crash", "c"), trace(n))
                 .expect("child: status");
         }
+        // As a unit's pass does: a snapshot whenever 64 records follow the latest one, so
+        // kills land in snapshots too.
+        j.snapshot_if_due::<Summary>(64, trace(n))
+            .expect("child: snapshot");
         if n % 40 == 0 {
-            j.snapshot::<Summary>(trace(n)).expect("child: snapshot");
             j.compact(Retention {
                 max_age: None,
                 max_records: Some(300),
@@ -198,4 +202,16 @@ fn check(dir: &std::path::Path, run: usize, acked: &BTreeMap<u64, String>) {
     let report = j.verify().expect("verify");
     assert!(report.is_clean(), "run {run}: verify: {report:?}");
     assert_open_index_consistent(&j);
+    // The latest snapshot + what follows it (all a start reads; compaction removed the rest)
+    // knows exactly the intents the index says are open.
+    let rebuilt = j
+        .rebuild::<Summary>()
+        .unwrap_or_else(|e| panic!("run {run}: rebuild from the snapshot: {e}"));
+    let open: Vec<u64> = rebuilt.state.open.keys().copied().collect();
+    assert_eq!(
+        open,
+        j.open_intent_seqs().expect("open intents"),
+        "run {run}: snapshot {:?} + tail disagrees with the open-intent index",
+        rebuilt.from_snapshot
+    );
 }
