@@ -912,21 +912,13 @@ fn rested(fp: &Fingerprint) -> bool {
         .all(|(_, _, m)| now.duration_since(*m).is_ok_and(|d| d >= COPY_QUIET))
 }
 
-/// Bytes of every file under `dir` (0 for what cannot be read): a journal's size as its
-/// copy costs it.
+/// Bytes of every file under `dir`, as [`fingerprint`] lists them (0 when it cannot be
+/// listed: copying it reports why): a journal's size as its copy costs it.
 pub fn dir_bytes(dir: &Path) -> u64 {
-    std::fs::read_dir(dir)
-        .map(|entries| {
-            entries
-                .filter_map(Result::ok)
-                .map(|e| match e.metadata() {
-                    Ok(m) if m.is_dir() => dir_bytes(&e.path()),
-                    Ok(m) => m.len(),
-                    Err(_) => 0,
-                })
-                .sum()
-        })
-        .unwrap_or(0)
+    match fingerprint(dir) {
+        Ok(Some(files)) => files.iter().map(|(_, len, _)| len).sum(),
+        _ => 0,
+    }
 }
 
 fn copy_dir(from: &Path, to: &Path) -> std::io::Result<()> {

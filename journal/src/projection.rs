@@ -135,37 +135,25 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let j = Journal::open(dir.path()).unwrap();
         let o = ObjectRef::default();
-        assert_eq!(
-            j.snapshot_if_due::<Count>(6, Trace::default()).unwrap(),
-            None
-        );
+        let if_due = || j.snapshot_if_due::<Count>(6, Trace::default()).unwrap();
+        assert_eq!(if_due(), None);
         for k in 0..2 {
             closed_pair(&j, &o, &format!("a{k}"));
         }
         // 4 records: not due at 6.
-        assert_eq!(
-            j.snapshot_if_due::<Count>(6, Trace::default()).unwrap(),
-            None
-        );
+        assert_eq!(if_due(), None);
         assert_eq!(j.snapshot_seq(Count::NAME).unwrap(), None);
         closed_pair(&j, &o, "a2");
         // 6 records: due; the snapshot is seq 7 and covers all six.
-        let first = j.snapshot_if_due::<Count>(6, Trace::default()).unwrap();
-        assert_eq!(first, Some(7));
+        assert_eq!(if_due(), Some(7));
         assert_eq!(j.snapshot_seq(Count::NAME).unwrap(), Some(7));
         // Right after it nothing is due, however often asked.
-        assert_eq!(
-            j.snapshot_if_due::<Count>(6, Trace::default()).unwrap(),
-            None
-        );
+        assert_eq!(if_due(), None);
         for k in 0..3 {
             closed_pair(&j, &o, &format!("b{k}"));
         }
         // Seqs 8..=13 after the snapshot at 7: due again.
-        assert_eq!(
-            j.snapshot_if_due::<Count>(6, Trace::default()).unwrap(),
-            Some(14)
-        );
+        assert_eq!(if_due(), Some(14));
         closed_pair(&j, &o, "c");
         let rebuilt = j.rebuild::<Count>().unwrap();
         assert_eq!(rebuilt.from_snapshot, Some(14));
