@@ -5,8 +5,9 @@
 //!   of a record of the same size on the same filesystem (one file per writer);
 //! * a journal of 1M records (intent/outcome pairs over 1000 objects): bulk build rate,
 //!   reopen and full decode rate (what replay and projection rebuilds read), open-intent
-//!   lookup, `lvms journal inspect --object` and `lvms journal verify` wall time (the CLI,
-//!   which reads a private copy), and bytes on disk per record.
+//!   lookup, a unit's and the Event publisher's start with and without a checkpoint,
+//!   `lvms journal inspect --object` and `lvms journal verify` wall time (the CLI, which
+//!   reads a private copy), and bytes on disk per record.
 //!
 //!   cargo bench --bench journal
 //!
@@ -22,9 +23,16 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use lvms_actors::{HEALTH_SNAPSHOT_EVERY, UnitHealth};
-use lvms_journal::{Done, Intent, Journal, JournalConfig, ObjectRef, OutcomeResult, Trace, codec};
+use lvms::operator::units::events::{NormalEvents, event_for};
+use lvms_actors::{
+    CHECKPOINT_EVERY, EventMapper, EventPublisher, EventSink, EventSpec, PublisherArgs, SinkError,
+    UnitHealth,
+};
+use lvms_journal::{
+    Done, Intent, Journal, JournalConfig, ObjectRef, OutcomeResult, Record, Trace, codec,
+};
 use lvms_testkit::bench::{Result, env_list, lvms_bin, main_with, target_dir};
+use ractor::Actor;
 
 fn main() {
     main_with("journal", bench);
@@ -158,6 +166,45 @@ fn append_pairs(j: &Journal, range: std::ops::Range<usize>) -> Result<()> {
     Ok(())
 }
 
+/// An Event sink that drops everything (the publisher's own cost is measured).
+struct Discard;
+
+impl EventSink for Discard {
+    async fn write(&self, _: &str, _: &EventSpec, _: u64) -> std::result::Result<(), SinkError> {
+        Ok(())
+    }
+}
+
+/// Starts an Event publisher with the operator's mapper on `j` and waits until its first scan
+/// is done: how long that took and how many outcomes it looked at.
+async fn publisher_start(j: &Arc<Journal>) -> Result<(Duration, u64)> {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    let mapped = Arc::new(AtomicU64::new(0));
+    let counted = mapped.clone();
+    let event_for: EventMapper = Arc::new(move |j: &Journal, r: &Record| {
+        counted.fetch_add(1, Ordering::Relaxed);
+        Ok(event_for(j, r, NormalEvents::Summary)?
+            .into_iter()
+            .collect())
+    });
+    let t0 = Instant::now();
+    let (p, running) = Actor::spawn(
+        None,
+        EventPublisher::<Discard>::default(),
+        PublisherArgs {
+            sink: Arc::new(Discard),
+            journal: j.clone(),
+            event_for,
+            checkpoint_every: CHECKPOINT_EVERY,
+        },
+    )
+    .await?;
+    // Its first message (queued at start) is the scan; draining returns once it is done.
+    p.drain_and_wait(Some(Duration::from_secs(600))).await?;
+    running.await?;
+    Ok((t0.elapsed(), mapped.load(Ordering::Relaxed)))
+}
+
 fn timed_cli(args: &[&str]) -> Result<(Duration, String)> {
     let t0 = Instant::now();
     let out = std::process::Command::new(lvms_bin()).args(args).output()?;
@@ -253,16 +300,16 @@ async fn bench() -> Result<()> {
     let on_disk = j.size_on_disk()?;
     // What every unit actor does at start (and the status unit once): rebuild UnitHealth.
     // Without a snapshot that is a fold of the whole journal; passes now snapshot it every
-    // HEALTH_SNAPSHOT_EVERY records, so a start folds the snapshot + at most that tail.
+    // CHECKPOINT_EVERY records, so a start folds the snapshot + at most that tail.
     let t0 = Instant::now();
     let full = j.rebuild::<UnitHealth>()?;
     let rebuild_full = t0.elapsed();
     let t0 = Instant::now();
     let snap = j
-        .snapshot_if_due::<UnitHealth>(HEALTH_SNAPSHOT_EVERY, Trace::default())?
+        .snapshot_if_due::<UnitHealth>(CHECKPOINT_EVERY, Trace::default())?
         .ok_or("a journal of this size is due a snapshot")?;
     let snapshot_took = t0.elapsed();
-    let tail_pairs = (HEALTH_SNAPSHOT_EVERY / 2) as usize - 1;
+    let tail_pairs = (CHECKPOINT_EVERY / 2) as usize - 1;
     append_pairs(&j, 0..tail_pairs)?;
     j.flush()?;
     drop(j);
@@ -280,6 +327,19 @@ async fn bench() -> Result<()> {
         .into());
     }
     let tail_records = tail.upto_seq - snap;
+    // The Event publisher's start: with no checkpoint (before this stop) it looks at every
+    // outcome; it then checkpoints, and a start after another tail looks at that tail only.
+    let j = Arc::new(j);
+    let (publisher_full, mapped_full) = publisher_start(&j).await?;
+    append_pairs(&j, 0..tail_pairs)?;
+    j.flush()?;
+    let (publisher_tail, mapped_tail) = publisher_start(&j).await?;
+    if mapped_full < pairs as u64 || mapped_tail > CHECKPOINT_EVERY {
+        return Err(format!(
+            "publisher starts looked at {mapped_full} and {mapped_tail} outcomes ({pairs} pairs, checkpoint every {CHECKPOINT_EVERY})"
+        )
+        .into());
+    }
     drop(j);
     let big_s = big.display().to_string();
     let (inspect, out) = timed_cli(&[
@@ -333,6 +393,16 @@ async fn bench() -> Result<()> {
         "| reopen, then rebuild UnitHealth from its snapshot + {tail_records}-record tail (each unit's start now) | {} ms + {} ms |",
         ms(reopened_after),
         ms(rebuild_tail)
+    )?;
+    writeln!(
+        md,
+        "| Event publisher's start with no checkpoint (before stop 32): {mapped_full} outcomes looked at | {:.2} s |",
+        publisher_full.as_secs_f64()
+    )?;
+    writeln!(
+        md,
+        "| Event publisher's start from its checkpoint (now): {mapped_tail} outcomes looked at | {} ms |",
+        ms(publisher_tail)
     )?;
     writeln!(
         md,

@@ -30,7 +30,8 @@
 //! `LVMS_BENCH_STEADY_SECS=10`, `LVMS_BENCH_OPERATOR_LOG=info` (the operator's RUST_LOG),
 //! `LVMS_BENCH_BARE_NODES=1` (Nodes with a name and one label only),
 //! `LVMS_BENCH_TRACING=off|on|off,on` (export spans over OTLP/HTTP to a local Jaeger; both
-//! modes add an overhead table), `LVMS_BENCH_REPEAT=1`, `LVMS_BIN` (the `lvms`
+//! modes add an overhead table), `LVMS_BENCH_SMAPS=<file>` (the operator's
+//! `/proc/<pid>/smaps` right after teardown, for an RSS breakdown), `LVMS_BENCH_REPEAT=1`, `LVMS_BIN` (the `lvms`
 //! binary), `LVMS_TEST_BINS` (etcd, kube-apiserver). Logs and journals stay in
 //! `$TMPDIR/lvms-bench-operator/<pid>/`; the tables go to stdout and to
 //! `<target>/bench-operator.md`.
@@ -450,6 +451,12 @@ async fn run_config(
     }
     phase("delete (until gone)", &op)?;
     let rss_after_teardown_kib = op.rss_kib().ok_or("operator exited")?;
+    println!("after teardown: {}", rss_split(op.pid()));
+    if let Ok(dump) = std::env::var("LVMS_BENCH_SMAPS") {
+        std::fs::copy(format!("/proc/{}/smaps", op.pid()), &dump)?;
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    println!("RSS 2 s after teardown (idle): {}", rss_split(op.pid()));
     drop(op);
     let t = Instant::now();
     drop(cp);

@@ -21,8 +21,8 @@ pub use error::{UnitError, record_span_error};
 pub use health::{UnitHealth, UnitState};
 pub use lvms_journal::{Action, Done, EventNote, Replayed};
 pub use publisher::{
-    EventMapper, EventPublisher, EventSink, EventSpec, EventType, PublisherArgs, PublisherMsg,
-    SinkError, fnv1a,
+    EventMapper, EventPublisher, EventSink, EventSpec, EventType, PUBLISHER_CHECKPOINT,
+    PublisherArgs, PublisherMsg, SinkError, fnv1a,
 };
 pub use steps::{BatchStep, Effect, PASS_ACTION, StepSpec, Steps, effect};
 pub use supervisor::{
@@ -30,6 +30,4 @@ pub use supervisor::{
 };
 pub use trace::{TraceHooks, TraceSource};
 pub use trigger::{Trigger, Wake};
-pub use unit::{
-    HEALTH_SNAPSHOT_EVERY, Pass, PassHook, PassReport, Unit, UnitActor, UnitArgs, UnitMsg,
-};
+pub use unit::{CHECKPOINT_EVERY, Pass, PassHook, PassReport, Unit, UnitActor, UnitArgs, UnitMsg};

@@ -118,6 +118,9 @@ pub struct PublisherArgs<S> {
     pub sink: Arc<S>,
     pub journal: Arc<Journal>,
     pub event_for: EventMapper,
+    /// Checkpoint the cursor once it is this many records past the last checkpoint
+    /// ([`crate::CHECKPOINT_EVERY`] by default).
+    pub checkpoint_every: u64,
 }
 
 impl<S> Clone for PublisherArgs<S> {
@@ -126,9 +129,15 @@ impl<S> Clone for PublisherArgs<S> {
             sink: self.sink.clone(),
             journal: self.journal.clone(),
             event_for: self.event_for.clone(),
+            checkpoint_every: self.checkpoint_every,
         }
     }
 }
+
+/// The publisher's checkpoint in the journal: every record up to it has been looked at and
+/// its Events are out (and durable). A start resumes there: without it the publisher read the
+/// whole journal at every start (seconds at a million records), and new Events waited.
+pub const PUBLISHER_CHECKPOINT: &str = "event-publisher";
 
 #[derive(Debug)]
 pub enum PublisherMsg {
@@ -150,6 +159,8 @@ pub struct PublisherState<S> {
     args: PublisherArgs<S>,
     /// Every record up to here has been looked at (and its Event, if any, is out).
     cursor: Seq,
+    /// Where the latest checkpoint in the journal is.
+    checkpointed: Seq,
     retry_armed: bool,
 }
 
@@ -158,9 +169,9 @@ impl<S: EventSink> Actor for EventPublisher<S> {
     type State = PublisherState<S>;
     type Arguments = PublisherArgs<S>;
 
-    /// Starts at the beginning of the journal: every outcome whose Event is not covered by a
-    /// Published record yet (the process died between the two) goes out now, in seq order;
-    /// the rest are recognised as published and skipped.
+    /// Starts at its checkpoint (seq 1 without one): every later outcome whose Event is not
+    /// covered by a Published record yet (the process died between the two) goes out now, in
+    /// seq order; the rest are recognised as published and skipped.
     async fn pre_start(
         &self,
         myself: ActorRef<PublisherMsg>,
@@ -168,9 +179,19 @@ impl<S: EventSink> Actor for EventPublisher<S> {
     ) -> Result<PublisherState<S>, ActorProcessingErr> {
         // To itself, before it runs: fails only if it is already stopping.
         let _ = myself.send_message(PublisherMsg::Outcome(0));
+        let cursor = args
+            .journal
+            .checkpointed(PUBLISHER_CHECKPOINT)
+            .unwrap_or_else(|e| {
+                // Looking at everything again is slow but loses nothing (Published dedupes).
+                error!(error = %e, "event publisher checkpoint unreadable; starting at seq 1");
+                None
+            });
+        let cursor = cursor.unwrap_or(0);
         Ok(PublisherState {
             args,
-            cursor: 0,
+            cursor,
+            checkpointed: cursor,
             retry_armed: false,
         })
     }
@@ -226,7 +247,27 @@ impl<S: EventSink> Actor for EventPublisher<S> {
                 state.cursor = rec.seq;
             }
         }
+        checkpoint_if_due(state);
         Ok(())
+    }
+}
+
+/// Checkpoints the cursor once it is `checkpoint_every` past the last one. The Published
+/// records of everything before it are applied already; the checkpoint's flush makes them
+/// durable with it. A failure only means the next start looks further back.
+fn checkpoint_if_due<S>(state: &mut PublisherState<S>) {
+    if state.cursor.saturating_sub(state.checkpointed) < state.args.checkpoint_every.max(1) {
+        return;
+    }
+    match state
+        .args
+        .journal
+        .checkpoint(PUBLISHER_CHECKPOINT, state.cursor, Default::default())
+    {
+        Ok(_) => state.checkpointed = state.cursor,
+        Err(e) => {
+            warn!(error = %e, cursor = state.cursor, "event publisher checkpoint not written")
+        }
     }
 }
 

@@ -83,15 +83,16 @@ pub struct UnitArgs<U> {
     /// this long after it) becomes one more pass.
     pub debounce: Duration,
     /// Records after the latest [`UnitHealth`] snapshot that make the next pass take one
-    /// ([`HEALTH_SNAPSHOT_EVERY`] in production): every unit folds the projection at start,
+    /// ([`CHECKPOINT_EVERY`] in production): every unit folds the projection at start,
     /// and without snapshots that fold reads the whole journal.
     pub health_snapshot_every: u64,
 }
 
-/// Default for [`UnitArgs::health_snapshot_every`]: a start folds at most about this many
-/// records per unit (~25 ms on the slowest machine measured), and taking a snapshot folds the
-/// same tail once under the journal's writer lock.
-pub const HEALTH_SNAPSHOT_EVERY: u64 = 4096;
+/// Default records between checkpoints ([`UnitArgs::health_snapshot_every`], the Event
+/// publisher's): a start folds at most about this many records per unit (~25 ms on the
+/// slowest machine measured) and the publisher looks at as many again; taking a snapshot
+/// folds the same tail once under the journal's writer lock.
+pub const CHECKPOINT_EVERY: u64 = 4096;
 
 impl<U> Clone for UnitArgs<U> {
     fn clone(&self) -> Self {

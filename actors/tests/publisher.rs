@@ -23,6 +23,15 @@ async fn spawn_publisher_with(
     sink: &Arc<FakeSink>,
     event_for: lvms_actors::EventMapper,
 ) -> ActorRef<PublisherMsg> {
+    spawn_publisher_checkpointing(journal, sink, event_for, lvms_actors::CHECKPOINT_EVERY).await
+}
+
+async fn spawn_publisher_checkpointing(
+    journal: &Arc<Journal>,
+    sink: &Arc<FakeSink>,
+    event_for: lvms_actors::EventMapper,
+    checkpoint_every: u64,
+) -> ActorRef<PublisherMsg> {
     let (p, _) = Actor::spawn(
         None,
         EventPublisher::<FakeSink>::default(),
@@ -30,6 +39,7 @@ async fn spawn_publisher_with(
             sink: sink.clone(),
             journal: journal.clone(),
             event_for,
+            checkpoint_every,
         },
     )
     .await
@@ -314,4 +324,68 @@ async fn one_outcome_regarding_two_objects_is_published_once_per_object() {
         "only the unpublished object is written: {rewritten:?}"
     );
     assert!(rewritten[0].contains("-owner"));
+}
+
+/// The publisher checkpoints its cursor: a restart looks only at records after the checkpoint
+/// (not the whole journal), and still publishes, exactly once, every outcome it had not seen.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_resumes_at_the_checkpoint_and_misses_nothing_after_it() {
+    let env = Env::new("pub-checkpoint");
+    let j = env.journal.clone();
+    let sink = FakeSink::new();
+    // Which records the mapper was asked about, per publisher run.
+    let asked = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let counting = |asked: &Arc<std::sync::Mutex<Vec<u64>>>| -> lvms_actors::EventMapper {
+        let asked = asked.clone();
+        Arc::new(move |j: &Journal, r: &lvms_journal::Record| {
+            asked.lock().unwrap().push(r.seq);
+            pass_event(j, r)
+        })
+    };
+    let distinct = |n: usize| ok_result(&format!("pass {n}"));
+
+    let publisher = spawn_publisher_checkpointing(&j, &sink, counting(&asked), 8).await;
+    for n in 0..10 {
+        let (_, o) = append_pass(&j, "u", distinct(n));
+        publisher.send_message(PublisherMsg::Outcome(o)).unwrap();
+    }
+    drain(&publisher).await;
+    assert_eq!(sink.writes().len(), 10);
+    let at = j
+        .checkpointed(lvms_actors::PUBLISHER_CHECKPOINT)
+        .unwrap()
+        .expect("a checkpoint after 8 records");
+    // Everything up to the checkpoint has its Event out.
+    let out: BTreeSet<_> = published(&j).iter().map(|(_, p)| p.source_seq).collect();
+    let before: Vec<_> = pass_outcomes(&j)
+        .iter()
+        .map(|(s, _)| *s)
+        .filter(|s| *s <= at)
+        .collect();
+    assert!(!before.is_empty());
+    assert!(before.iter().all(|s| out.contains(s)), "{before:?}");
+
+    // The process dies; three more passes are journaled that no publisher saw.
+    let unseen: Vec<_> = (10..13)
+        .map(|n| append_pass(&j, "u", distinct(n)).1)
+        .collect();
+    asked.lock().unwrap().clear();
+    let publisher = spawn_publisher_checkpointing(&j, &sink, counting(&asked), 8).await;
+    drain(&publisher).await;
+    let looked_at = asked.lock().unwrap().clone();
+    assert!(
+        looked_at.iter().all(|s| *s > at),
+        "a restart looks only past its checkpoint {at}: {looked_at:?}"
+    );
+    for s in &unseen {
+        assert!(looked_at.contains(s), "{s} not looked at: {looked_at:?}");
+    }
+    let writes = sink.writes();
+    assert_eq!(
+        writes.len(),
+        13,
+        "the three unseen once, nothing again: {writes:?}"
+    );
+    let sources: Vec<_> = published(&j).iter().map(|(_, p)| p.source_seq).collect();
+    assert_eq!(sources[10..], unseen[..]);
 }

@@ -6,9 +6,11 @@
 //! * Indexes (open intents, last Published per dedupe key, latest snapshot per projection,
 //!   intent per idempotency key, records per object) are written in the same atomic batch as their record.
 //! * [`Projection`]s fold records into state; [`Journal::rebuild`] = latest snapshot + tail.
+//!   [`Journal::checkpoint`] keeps a reader's position the same way (a snapshot with no state).
 //! * [`Journal::compact`] applies [`Retention`]; [`Journal::verify`] reports corrupt records,
 //!   seq gaps and index disagreements; [`render`] formats query results for the CLI.
 
+mod checkpoint;
 pub mod codec;
 mod error;
 mod index;

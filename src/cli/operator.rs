@@ -46,6 +46,11 @@ pub struct OperatorArgs {
     /// once; changes during it (or this soon after) are coalesced into one more pass.
     #[arg(long, default_value = "50ms", value_parser = parse_ms)]
     pub debounce: Duration,
+    /// Records between journal checkpoints (unit-health snapshots, the Event publisher's
+    /// position): a restart reads at most about this many records, however long the journal.
+    /// Each checkpoint is one flushed record.
+    #[arg(long, env = "LVMS_JOURNAL_CHECKPOINT_EVERY", default_value_t = lvms_actors::CHECKPOINT_EVERY, value_parser = clap::value_parser!(u64).range(1..))]
+    pub journal_checkpoint_every: u64,
     /// Normal Events: `summary` (one success per LVMCluster reconcile) or `all` (also every
     /// unit's successful pass). Warnings are always sent.
     #[arg(long, default_value = "summary")]
@@ -118,6 +123,7 @@ pub fn run_cmd(args: OperatorArgs) -> anyhow::Result<ExitCode> {
             image,
             vg_manager_command: args.vg_manager_command,
             debounce: args.debounce,
+            checkpoint_every: args.journal_checkpoint_every,
             csi_socket: args.csi_socket,
             csi_probe_interval: args.csi_probe_interval,
             normal_events: args.normal_events,

@@ -52,6 +52,11 @@ pub struct VgManagerArgs {
     /// a pass at once).
     #[arg(long, default_value_t = 50)]
     pub debounce_ms: u64,
+    /// Records between journal checkpoints (unit-health snapshots, the Event publisher's
+    /// position): a restart reads at most about this many records, however long the journal.
+    /// Each checkpoint is one flushed record.
+    #[arg(long, env = "LVMS_JOURNAL_CHECKPOINT_EVERY", default_value_t = lvms_actors::CHECKPOINT_EVERY, value_parser = clap::value_parser!(u64).range(1..))]
+    pub journal_checkpoint_every: u64,
     /// A file listing the only devices this node may use, one path per line (symlinks
     /// resolved), read on every pass. Unset: every device the selectors allow.
     #[arg(long, env = "LVMS_DEVICE_ALLOWLIST")]
@@ -98,6 +103,7 @@ pub fn run_cmd(args: VgManagerArgs) -> anyhow::Result<ExitCode> {
             lock_file: args.lock_file,
             diagnostics_addr: args.diagnostics_addr,
             debounce: Duration::from_millis(args.debounce_ms),
+            checkpoint_every: args.journal_checkpoint_every,
             device_allowlist: args.device_allowlist,
             reconcile_interval: args.reconcile_interval,
             csi_node_socket: args.csi_node_socket,

@@ -39,6 +39,9 @@ pub struct Config {
     pub vg_manager_command: Vec<String>,
     /// Quiet time that turns a burst of watch events into one pass.
     pub debounce: Duration,
+    /// Records between journal checkpoints: a start reads at most about this many records
+    /// (unit health, the Event publisher), not the whole journal.
+    pub checkpoint_every: u64,
     /// Where the CSI Identity + Controller services are served.
     pub csi_socket: PathBuf,
     /// How often `/healthz` probes that socket.
@@ -144,6 +147,7 @@ pub async fn run(
         epoch: epoch.clone(),
         on_pass,
         debounce: cfg.debounce,
+        checkpoint_every: cfg.checkpoint_every,
     };
 
     let mut children = vec![publisher.child(PublisherArgs {
@@ -159,6 +163,7 @@ pub async fn run(
                 Ok(events::event_for(j, r, normal)?.into_iter().collect())
             })
         },
+        checkpoint_every: cfg.checkpoint_every,
     })];
     children.push(wiring.child(
         lifecycle::UNIT,

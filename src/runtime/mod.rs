@@ -158,6 +158,8 @@ pub struct UnitWiring {
     pub epoch: Arc<AtomicU64>,
     pub on_pass: PassHook,
     pub debounce: Duration,
+    /// Records between journal checkpoints (unit-health snapshots; the Event publisher's).
+    pub checkpoint_every: u64,
 }
 
 impl UnitWiring {
@@ -172,7 +174,7 @@ impl UnitWiring {
             on_pass: Some(self.on_pass.clone()),
             trace: Some(crate::telemetry::otel::hooks()),
             debounce: self.debounce,
-            health_snapshot_every: lvms_actors::HEALTH_SNAPSHOT_EVERY,
+            health_snapshot_every: self.checkpoint_every,
         };
         ChildSpec {
             name: name.to_string(),

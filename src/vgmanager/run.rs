@@ -40,6 +40,9 @@ pub struct Config {
     pub lock_file: PathBuf,
     pub diagnostics_addr: SocketAddr,
     pub debounce: Duration,
+    /// Records between journal checkpoints: a start reads at most about this many records
+    /// (unit health, the Event publisher), not the whole journal.
+    pub checkpoint_every: u64,
     pub device_allowlist: Option<PathBuf>,
     pub reconcile_interval: Duration,
     /// Where the CSI Identity + Node services are served.
@@ -191,6 +194,7 @@ pub async fn run(
             })
         },
         debounce: cfg.debounce,
+        checkpoint_every: cfg.checkpoint_every,
     };
     let supervisor_slot: Arc<OnceLock<ActorRef<SupervisorMsg>>> = Arc::default();
     let spec_for: SpecFor = {
@@ -222,6 +226,7 @@ pub async fn run(
             };
             Arc::new(move |j: &Journal, r: &lvms_journal::Record| targets.events_for(j, r))
         },
+        checkpoint_every: cfg.checkpoint_every,
     })];
     children.push(wiring.child(
         node_status_unit::UNIT,

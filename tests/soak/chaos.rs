@@ -87,7 +87,12 @@ impl<'a> Chaos<'a> {
     }
 
     fn start(&mut self, who: Who, crash_at: Option<&str>) {
-        let env: Vec<(&str, &str)> = crash_at.map(|c| ("LVMS_CRASH_AT", c)).into_iter().collect();
+        // Checkpoints every few records (4096 in production), so kills land around them too.
+        let env: Vec<(&str, &str)> = crash_at
+            .map(|c| ("LVMS_CRASH_AT", c))
+            .into_iter()
+            .chain([("LVMS_JOURNAL_CHECKPOINT_EVERY", "16")])
+            .collect();
         let p = match who.node() {
             None => self.s.operator(&env, &[]),
             Some(node) => self.s.vg_manager(node, &env),

@@ -413,7 +413,7 @@ pub fn unit_args(
         on_pass: None,
         trace: None,
         debounce: Duration::from_millis(10),
-        health_snapshot_every: lvms_actors::HEALTH_SNAPSHOT_EVERY,
+        health_snapshot_every: lvms_actors::CHECKPOINT_EVERY,
     }
 }
 
