@@ -31,9 +31,9 @@
 //! `LVMS_BENCH_BARE_NODES=1` (Nodes with a name and one label only),
 //! `LVMS_BENCH_TRACING=off|on|off,on` (export spans over OTLP/HTTP to a local Jaeger; both
 //! modes add an overhead table), `LVMS_BENCH_SMAPS=<file>` (the operator's
-//! `/proc/<pid>/smaps` right after teardown, for an RSS breakdown), `LVMS_BENCH_REPEAT=1`, `LVMS_BIN` (the `lvms`
-//! binary), `LVMS_TEST_BINS` (etcd, kube-apiserver). Logs and journals stay in
-//! `$TMPDIR/lvms-bench-operator/<pid>/`; the tables go to stdout and to
+//! `/proc/<pid>/smaps` right after teardown, for an RSS breakdown), `LVMS_BENCH_REPEAT=1`,
+//! `LVMS_BIN` (the `lvms` binary), `LVMS_TEST_BINS` (etcd, kube-apiserver). Logs and
+//! journals stay in `$TMPDIR/lvms-bench-operator/<pid>/`; the tables go to stdout and to
 //! `<target>/bench-operator.md`.
 //!
 //! `cargo test --all-targets` also builds and runs this target; without `--bench` it returns

@@ -179,15 +179,14 @@ impl<S: EventSink> Actor for EventPublisher<S> {
     ) -> Result<PublisherState<S>, ActorProcessingErr> {
         // To itself, before it runs: fails only if it is already stopping.
         let _ = myself.send_message(PublisherMsg::Outcome(0));
-        let cursor = args
-            .journal
-            .checkpointed(PUBLISHER_CHECKPOINT)
-            .unwrap_or_else(|e| {
+        let cursor = match args.journal.checkpointed(PUBLISHER_CHECKPOINT) {
+            Ok(at) => at.unwrap_or(0),
+            Err(e) => {
                 // Looking at everything again is slow but loses nothing (Published dedupes).
                 error!(error = %e, "event publisher checkpoint unreadable; starting at seq 1");
-                None
-            });
-        let cursor = cursor.unwrap_or(0);
+                0
+            }
+        };
         Ok(PublisherState {
             args,
             cursor,

@@ -3,11 +3,9 @@
 //! compaction, whose horizon is the least `upto` over the latest snapshot of every name,
 //! keeps everything the reader has not handled yet.
 
-use crate::codec;
-use crate::error::{JournalError, Result};
+use crate::error::Result;
 use crate::journal::Journal;
-use crate::keys;
-use crate::record::{Body, Record, Seq, Snapshot, Trace};
+use crate::record::{Seq, Trace};
 
 impl Journal {
     /// Records that every record up to `upto` (at most the last appended) is handled by the
@@ -15,33 +13,15 @@ impl Journal {
     /// reader's own records about what it handled, say).
     pub fn checkpoint(&self, name: &'static str, upto: Seq, trace: Trace) -> Result<Seq> {
         self.exclusive(|w| {
-            let body = Body::Snapshot(Snapshot {
-                projection: name.to_string(),
-                upto_seq: upto.min(w.next_seq.saturating_sub(1)),
-                state: codec::encode_value("checkpoint state", &())?,
-            });
-            self.append_exclusive(w, body, trace)
+            let upto = upto.min(w.next_seq.saturating_sub(1));
+            self.append_snapshot(w, name, upto, Vec::new(), trace)
         })
     }
 
     /// Where `name`'s latest checkpoint is (`None`: it never took one). One index read and
     /// one record read; a record that is not a snapshot there is an error, not "none".
     pub fn checkpointed(&self, name: &'static str) -> Result<Option<Seq>> {
-        match self.indexed(keys::str_key(keys::SNAPSHOT, name))? {
-            None => Ok(None),
-            Some(Record {
-                body: Body::Snapshot(s),
-                ..
-            }) => Ok(Some(s.upto_seq)),
-            Some(other) => Err(JournalError::Projection {
-                name,
-                reason: format!(
-                    "checkpoint index points at a {} record (seq {})",
-                    other.body.kind_name(),
-                    other.seq
-                ),
-            }),
-        }
+        Ok(self.latest_snapshot(name)?.map(|(_, s)| s.upto_seq))
     }
 }
 

@@ -30,33 +30,18 @@ impl Journal {
     /// Latest snapshot of `P` + every later record. A corrupt record in the tail or a bad
     /// snapshot is an error: silently skipping would produce wrong state.
     pub fn rebuild<P: Projection>(&self) -> Result<Rebuilt<P>> {
-        let (mut state, from_snapshot, upto) =
-            match self.indexed(keys::str_key(keys::SNAPSHOT, P::NAME))? {
-                Some(Record {
-                    seq,
-                    body: Body::Snapshot(s),
-                    ..
-                }) => {
-                    let state = codec::decode_value::<P>(&s.state).map_err(|reason| {
-                        JournalError::Projection {
-                            name: P::NAME,
-                            reason: format!("snapshot at seq {seq}: {reason}"),
-                        }
-                    })?;
-                    (state, Some(seq), s.upto_seq)
-                }
-                Some(other) => {
-                    return Err(JournalError::Projection {
+        let (mut state, from_snapshot, upto) = match self.latest_snapshot(P::NAME)? {
+            Some((seq, s)) => {
+                let state = codec::decode_value::<P>(&s.state).map_err(|reason| {
+                    JournalError::Projection {
                         name: P::NAME,
-                        reason: format!(
-                            "snapshot index points at a {} record (seq {})",
-                            other.body.kind_name(),
-                            other.seq
-                        ),
-                    });
-                }
-                None => (P::default(), None, 0),
-            };
+                        reason: format!("snapshot at seq {seq}: {reason}"),
+                    }
+                })?;
+                (state, Some(seq), s.upto_seq)
+            }
+            None => (P::default(), None, 0),
+        };
         let mut last = upto;
         for rec in self.iter_range(upto.saturating_add(1)..) {
             let rec = rec?;
@@ -113,13 +98,47 @@ impl Journal {
         trace: Trace,
     ) -> Result<Seq> {
         let rebuilt = self.rebuild::<P>()?;
-        let upto_seq = w.next_seq.saturating_sub(1);
+        let upto = w.next_seq.saturating_sub(1);
+        let state = codec::encode_value("projection state", &rebuilt.state)?;
+        self.append_snapshot(w, P::NAME, upto, state, trace)
+    }
+
+    /// `name`'s latest Snapshot record, from the index (`None`: there is none). The index
+    /// naming a record of another kind is an error, never "no snapshot".
+    pub(crate) fn latest_snapshot(&self, name: &'static str) -> Result<Option<(Seq, Snapshot)>> {
+        match self.indexed(keys::str_key(keys::SNAPSHOT, name))? {
+            None => Ok(None),
+            Some(Record {
+                seq,
+                body: Body::Snapshot(s),
+                ..
+            }) => Ok(Some((seq, s))),
+            Some(other) => Err(JournalError::Projection {
+                name,
+                reason: format!(
+                    "snapshot index points at a {} record (seq {})",
+                    other.body.kind_name(),
+                    other.seq
+                ),
+            }),
+        }
+    }
+
+    /// Appends a Snapshot record of `name` covering everything up to `upto` (writer lock held
+    /// through [`Journal::exclusive`]). Durable: compaction trusts it once it exists.
+    pub(crate) fn append_snapshot(
+        &self,
+        w: &mut crate::journal::Writer,
+        name: &'static str,
+        upto: Seq,
+        state: Vec<u8>,
+        trace: Trace,
+    ) -> Result<Seq> {
         let body = Body::Snapshot(Snapshot {
-            projection: P::NAME.to_string(),
-            upto_seq,
-            state: codec::encode_value("projection state", &rebuilt.state)?,
+            projection: name.to_string(),
+            upto_seq: upto,
+            state,
         });
-        // Durable: compaction trusts it once it exists.
         self.append_exclusive(w, body, trace)
     }
 }
