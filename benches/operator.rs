@@ -50,14 +50,15 @@ use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::storage::v1::{CSIDriver, CSINode, StorageClass};
-use kube::api::{Api, DeleteParams, GetParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::runtime::wait::await_condition;
 use kube::{Client, ResourceExt};
 use lvms::api::{
     CONDITION_RESOURCES_AVAILABLE, LVMCLUSTER_FINALIZER, LVMCluster, LVMVolumeGroup,
     LVMVolumeGroupNodeStatus,
 };
 use lvms::dev::Lifetime;
-use lvms::dev::operator::{OperatorOptions, OperatorProcess};
+use lvms::dev::operator::{OperatorOptions, OperatorProcess, cpu_ticks_of};
 use lvms_testkit::bench::{
     BoxError, Result, control_plane, env_list, lvms_bin, main_with, target_dir, wait_ready,
 };
@@ -70,13 +71,6 @@ use serde_json::{Value, json};
 const NAMESPACE: &str = "lvms-bench";
 const CLUSTER: &str = "bench";
 const POLL: Duration = Duration::from_millis(20);
-/// The observer's reads of the LVMCluster (its status lists every node: ~0.5 MB at 1000 nodes ×
-/// 3 classes) and of what teardown waits for come from the API server's watch cache
-/// (`resourceVersion=0`: what a watching client sees, no etcd read). Quorum GETs of it every
-/// 20 ms took ~23 % of the API server's CPU during teardown (pprof), slowing what was measured.
-fn cached() -> GetParams {
-    GetParams::any()
-}
 const TIMEOUT: Duration = Duration::from_secs(300);
 /// Linux USER_HZ: `cpu_ticks()` counts hundredths of a CPU second.
 const CLK_TCK: f64 = 100.0;
@@ -112,8 +106,10 @@ struct Row {
     teardown: Option<Teardown>,
     /// VmRSS once the LVMCluster is gone (the operator keeps running).
     rss_after_teardown_kib: u64,
-    /// The operator's API requests and unit passes per phase (from its /metrics).
+    /// The operator's API requests and unit passes per phase (from its /metrics), and the
+    /// CPU time of each process in `cpu_order`.
     requests: Vec<(&'static str, Counters)>,
+    cpu_order: Vec<String>,
     postmortem: Postmortem,
 }
 
@@ -126,13 +122,17 @@ enum Counter {
     Passes(String),
     /// Their time in µs (`lvms_reconcile_duration_seconds_sum`).
     PassMicros(String),
+    /// A process's CPU time in clock ticks (`/proc/<pid>/stat`): the operator, the control
+    /// plane's processes and this driver, so a phase shows where the machine's cores went.
+    CpuTicks(String),
 }
 
 /// The operator's counters, by what they count.
 type Counters = BTreeMap<Counter, u64>;
 
-/// The operator's request and pass counters, read from its /metrics.
-fn read_counters(op: &OperatorProcess) -> Result<Counters> {
+/// The operator's request and pass counters, read from its /metrics, and the CPU time of the
+/// operator, of `others` (name, pid) and of this driver.
+fn read_counters(op: &OperatorProcess, others: &[(String, u32)]) -> Result<Counters> {
     let (code, body) = op.diagnostics_get("/metrics")?;
     if code != 200 {
         return Err(format!("operator /metrics answered {code}").into());
@@ -169,7 +169,30 @@ fn read_counters(op: &OperatorProcess) -> Result<Counters> {
         };
         out.insert(counter, value);
     }
+    let processes = [("operator".to_string(), op.pid())]
+        .into_iter()
+        .chain(others.iter().cloned())
+        .chain([("this driver".to_string(), std::process::id())]);
+    for (name, pid) in processes {
+        let ticks = cpu_ticks_of(pid).ok_or_else(|| format!("{name} (pid {pid}) is gone"))?;
+        out.insert(Counter::CpuTicks(name), ticks);
+    }
     Ok(out)
+}
+
+/// "operator 910, kube-apiserver 2750, …": CPU ms per process in a phase, in the order read.
+fn cpu_text(r: &Counters, order: &[String]) -> String {
+    order
+        .iter()
+        .map(|name| {
+            let ticks = r
+                .get(&Counter::CpuTicks(name.clone()))
+                .copied()
+                .unwrap_or(0);
+            format!("{name} {:.0}", ticks as f64 * 1000.0 / CLK_TCK)
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// "N passes, M ms: status 7 (12 ms), …": the operator's unit passes in a phase, busiest
@@ -199,6 +222,14 @@ fn passes_text(r: &Counters) -> String {
         total_us as f64 / 1000.0,
         by.join(", ")
     )
+}
+
+/// The processes `read_counters` reads the CPU of, in that order.
+fn cpu_names(peers: &[(String, u32)]) -> Vec<String> {
+    std::iter::once("operator".to_string())
+        .chain(peers.iter().map(|(n, _)| n.clone()))
+        .chain(["this driver".to_string()])
+        .collect()
 }
 
 /// `after - before`, zero entries dropped.
@@ -353,12 +384,15 @@ async fn run_config(
 
     let ticks0 = op.cpu_ticks().unwrap_or(0);
     let mut requests = Vec::new();
-    let mut counted = read_counters(&op)?;
+    let peers = cp.pids();
+    let cpu_order = cpu_names(&peers);
+    let mut counted = read_counters(&op, &peers)?;
     let mut phase = |name: &'static str, op: &OperatorProcess| -> Result<()> {
-        let now = read_counters(op)?;
+        let now = read_counters(op, &peers)?;
         let r = counters_between(&counted, &now);
         println!("API requests, {name}: {}", requests_text(&r));
         println!("unit passes, {name}: {}", passes_text(&r));
+        println!("CPU ms, {name}: {}", cpu_text(&r, &cpu_order));
         requests.push((name, r));
         counted = now;
         Ok(())
@@ -483,6 +517,7 @@ async fn run_config(
         teardown,
         rss_after_teardown_kib,
         requests,
+        cpu_order,
         postmortem,
     })
 }
@@ -786,33 +821,24 @@ async fn vgs_ready(
         .try_collect::<()>()
         .await?;
     let writes = t.elapsed();
-    loop {
-        let ready = clusters
-            .get_with(CLUSTER, &cached())
-            .await?
-            .status
-            .is_some_and(|s| {
-                s.state == Some(lvms::api::LVMStateType::Ready)
-                    && s.device_class_statuses
-                        .iter()
-                        .map(|c| c.node_status.len())
-                        .sum::<usize>()
-                        == classes * nodes
-            });
-        if ready {
-            break;
-        }
-        if op.rss_kib().is_none() || t.elapsed() > TIMEOUT {
-            return Err(format!(
-                "LVMCluster not Ready {:?} after every VG reported Ready; operator log {}:\n{}",
-                t.elapsed(),
-                op.log.display(),
-                tail(&op.log_text(), 30)
-            )
-            .into());
-        }
-        // The status now lists every node: poll it less often than the small objects.
-        tokio::time::sleep(POLL * 5).await;
+    let ready = |c: Option<&LVMCluster>| {
+        c.and_then(|c| c.status.as_ref()).is_some_and(|s| {
+            s.state == Some(lvms::api::LVMStateType::Ready)
+                && s.device_class_statuses
+                    .iter()
+                    .map(|c| c.node_status.len())
+                    .sum::<usize>()
+                    == classes * nodes
+        })
+    };
+    if !watch_until(clusters, ready).await? {
+        return Err(format!(
+            "LVMCluster not Ready {:?} after every VG reported Ready; operator log {}:\n{}",
+            t.elapsed(),
+            op.log.display(),
+            tail(&op.log_text(), 30)
+        )
+        .into());
     }
     let ready = t.elapsed();
     let cpu_ms = op.cpu_ticks().unwrap_or(0).saturating_sub(ticks0) as f64 * 1000.0 / CLK_TCK;
@@ -859,10 +885,8 @@ async fn report_first_class(
         )
         .await?;
     let clusters = Api::<LVMCluster>::namespaced(client.clone(), NAMESPACE);
-    let t = Instant::now();
-    loop {
-        let c = clusters.get_with(CLUSTER, &cached()).await?;
-        let shown = c.status.is_some_and(|s| {
+    let shown = |c: Option<&LVMCluster>| {
+        c.and_then(|c| c.status.as_ref()).is_some_and(|s| {
             (failed || s.state == Some(lvms::api::LVMStateType::Ready))
                 && s.device_class_statuses.iter().any(|d| {
                     d.name == "vg1"
@@ -870,16 +894,25 @@ async fn report_first_class(
                             .iter()
                             .any(|n| n.node == node && n.vg_status.status == Some(state))
                 })
-        });
-        if shown {
-            return Ok(());
-        }
-        if t.elapsed() > TIMEOUT {
-            return Err(
-                format!("{node}'s vg1 {state:?} never reached the LVMCluster status").into(),
-            );
-        }
-        tokio::time::sleep(POLL * 5).await;
+        })
+    };
+    if watch_until(clusters, shown).await? {
+        Ok(())
+    } else {
+        Err(format!("{node}'s vg1 {state:?} never reached the LVMCluster status").into())
+    }
+}
+
+/// Watches the LVMCluster until `cond` holds (true) or [`TIMEOUT`] passes (false). Its status
+/// lists every node (~0.5 MB at 1000 nodes × 3 classes): a watch gets each change once, where
+/// polling made the API server encode the whole object again at every read.
+async fn watch_until(
+    clusters: Api<LVMCluster>,
+    cond: impl Fn(Option<&LVMCluster>) -> bool,
+) -> Result<bool> {
+    match tokio::time::timeout(TIMEOUT, await_condition(clusters, CLUSTER, cond)).await {
+        Ok(done) => done.map(|_| true).map_err(Into::into),
+        Err(_) => Ok(false),
     }
 }
 
@@ -958,31 +991,27 @@ async fn teardown(client: &Client, nodes: usize) -> Result<Option<Teardown>> {
     let daemonsets = Api::<DaemonSet>::namespaced(client.clone(), NAMESPACE);
     let t = Instant::now();
     clusters.delete(CLUSTER, &DeleteParams::default()).await?;
-    let mut kubelets = None;
-    while t.elapsed() < TIMEOUT {
-        if clusters
-            .get_metadata_opt_with(CLUSTER, &cached())
-            .await?
-            .is_none()
-        {
-            return Ok(Some(Teardown {
-                total: t.elapsed(),
-                kubelets: kubelets.unwrap_or_default(),
-            }));
+    // Watched, not polled: the observer's reads must not cost the API server what it measures.
+    let kubelets = async {
+        await_condition(daemonsets, "vg-manager", |d: Option<&DaemonSet>| {
+            d.is_none()
+        })
+        .await?;
+        let k = Instant::now();
+        unregister_plugins(client, nodes).await?;
+        Ok::<_, BoxError>(k.elapsed())
+    };
+    let gone = async {
+        await_condition(clusters, CLUSTER, |c: Option<&LVMCluster>| c.is_none()).await?;
+        Ok::<_, BoxError>(t.elapsed())
+    };
+    match tokio::time::timeout(TIMEOUT, futures::future::try_join(kubelets, gone)).await {
+        Ok(done) => {
+            let (kubelets, total) = done?;
+            Ok(Some(Teardown { total, kubelets }))
         }
-        if kubelets.is_none()
-            && daemonsets
-                .get_metadata_opt_with("vg-manager", &cached())
-                .await?
-                .is_none()
-        {
-            let k = Instant::now();
-            unregister_plugins(client, nodes).await?;
-            kubelets = Some(k.elapsed());
-        }
-        tokio::time::sleep(POLL).await;
+        Err(_) => Ok(None),
     }
-    Ok(None)
 }
 
 async fn unregister_plugins(client: &Client, n: usize) -> Result<()> {
@@ -1254,9 +1283,9 @@ fn render(rows: &[Row], steady: Duration) -> String {
     let _ = writeln!(s);
     let _ = writeln!(
         s,
-        "| config | phase | operator API requests: total: by verb and resource | operator unit passes: count, time: by unit |"
+        "| config | phase | operator API requests: total: by verb and resource | operator unit passes: count, time: by unit | CPU ms by process |"
     );
-    let _ = writeln!(s, "|---|---|---|---|");
+    let _ = writeln!(s, "|---|---|---|---|---|");
     let mut shown = BTreeSet::new();
     for r in rows {
         // One run per configuration: the counts repeat from run to run.
@@ -1266,10 +1295,11 @@ fn render(rows: &[Row], steady: Duration) -> String {
         for (phase, req) in &r.requests {
             let _ = writeln!(
                 s,
-                "| {} | {phase} | {} | {} |",
+                "| {} | {phase} | {} | {} | {} |",
                 config(r),
                 requests_text(req),
-                passes_text(req)
+                passes_text(req),
+                cpu_text(req, &r.cpu_order)
             );
         }
     }
