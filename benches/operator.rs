@@ -130,9 +130,9 @@ enum Counter {
 /// The operator's counters, by what they count.
 type Counters = BTreeMap<Counter, u64>;
 
-/// The operator's request and pass counters, read from its /metrics, and the CPU time of the
-/// operator, of `others` (name, pid) and of this driver.
-fn read_counters(op: &OperatorProcess, others: &[(String, u32)]) -> Result<Counters> {
+/// The operator's request and pass counters, read from its /metrics, and the CPU time of each
+/// of `processes` (name, pid).
+fn read_counters(op: &OperatorProcess, processes: &[(String, u32)]) -> Result<Counters> {
     let (code, body) = op.diagnostics_get("/metrics")?;
     if code != 200 {
         return Err(format!("operator /metrics answered {code}").into());
@@ -169,18 +169,14 @@ fn read_counters(op: &OperatorProcess, others: &[(String, u32)]) -> Result<Count
         };
         out.insert(counter, value);
     }
-    let processes = [("operator".to_string(), op.pid())]
-        .into_iter()
-        .chain(others.iter().cloned())
-        .chain([("this driver".to_string(), std::process::id())]);
     for (name, pid) in processes {
-        let ticks = cpu_ticks_of(pid).ok_or_else(|| format!("{name} (pid {pid}) is gone"))?;
-        out.insert(Counter::CpuTicks(name), ticks);
+        let ticks = cpu_ticks_of(*pid).ok_or_else(|| format!("{name} (pid {pid}) is gone"))?;
+        out.insert(Counter::CpuTicks(name.clone()), ticks);
     }
     Ok(out)
 }
 
-/// "operator 910, kube-apiserver 2750, …": CPU ms per process in a phase, in the order read.
+/// "operator 910, kube-apiserver 2750, …": CPU ms per process in a phase, in `order`.
 fn cpu_text(r: &Counters, order: &[String]) -> String {
     order
         .iter()
@@ -224,11 +220,12 @@ fn passes_text(r: &Counters) -> String {
     )
 }
 
-/// The processes `read_counters` reads the CPU of, in that order.
-fn cpu_names(peers: &[(String, u32)]) -> Vec<String> {
-    std::iter::once("operator".to_string())
-        .chain(peers.iter().map(|(n, _)| n.clone()))
-        .chain(["this driver".to_string()])
+/// The processes whose CPU each phase reports: the operator, the control plane's (`peers`) and
+/// this driver, as (name, pid).
+fn measured(op: &OperatorProcess, peers: Vec<(String, u32)>) -> Vec<(String, u32)> {
+    std::iter::once(("operator".to_string(), op.pid()))
+        .chain(peers)
+        .chain([("this driver".to_string(), std::process::id())])
         .collect()
 }
 
@@ -384,11 +381,11 @@ async fn run_config(
 
     let ticks0 = op.cpu_ticks().unwrap_or(0);
     let mut requests = Vec::new();
-    let peers = cp.pids();
-    let cpu_order = cpu_names(&peers);
-    let mut counted = read_counters(&op, &peers)?;
+    let processes = measured(&op, cp.pids());
+    let cpu_order: Vec<String> = processes.iter().map(|(n, _)| n.clone()).collect();
+    let mut counted = read_counters(&op, &processes)?;
     let mut phase = |name: &'static str, op: &OperatorProcess| -> Result<()> {
-        let now = read_counters(op, &peers)?;
+        let now = read_counters(op, &processes)?;
         let r = counters_between(&counted, &now);
         println!("API requests, {name}: {}", requests_text(&r));
         println!("unit passes, {name}: {}", passes_text(&r));
