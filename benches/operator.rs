@@ -756,15 +756,23 @@ async fn converge(
                 .map(|s| format!("{:?}", s.conditions))
                 .unwrap_or_default();
             return Err(format!(
-                "no convergence after {:?}; pending {pending:?}; conditions {status}; operator log {}:\n{}",
+                "no convergence after {:?}; pending {pending:?}; conditions {status}; {}",
                 t0.elapsed(),
-                op.log.display(),
-                tail(&op.log_text(), 30)
+                log_tail(op)
             )
             .into());
         }
         tokio::time::sleep(POLL).await;
     }
+}
+
+/// "operator log PATH:" and its last 30 lines, for a failure message.
+fn log_tail(op: &OperatorProcess) -> String {
+    format!(
+        "operator log {}:\n{}",
+        op.log.display(),
+        tail(&op.log_text(), 30)
+    )
 }
 
 /// What every vg-manager reporting its volume groups Ready costs the operator.
@@ -830,10 +838,9 @@ async fn vgs_ready(
     };
     if !watch_until(clusters, ready).await? {
         return Err(format!(
-            "LVMCluster not Ready {:?} after every VG reported Ready; operator log {}:\n{}",
+            "LVMCluster not Ready {:?} after every VG reported Ready; {}",
             t.elapsed(),
-            op.log.display(),
-            tail(&op.log_text(), 30)
+            log_tail(op)
         )
         .into());
     }

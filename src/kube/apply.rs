@@ -40,11 +40,7 @@ fn is_not_found(err: &Error) -> bool {
     matches!(err, Error::Api(s) if s.code == 404)
 }
 
-fn rv_detail(obj: &DynamicObject) -> Done {
-    meta_rv_detail(&obj.metadata)
-}
-
-fn meta_rv_detail(meta: &ObjectMeta) -> Done {
+fn rv_detail(meta: &ObjectMeta) -> Done {
     Done::resource_version(meta.resource_version.clone())
 }
 
@@ -63,7 +59,7 @@ pub async fn apply(client: &Client, kind: Kind, obj: &Value) -> Result<Done, Uni
     api(client, kind, ns)
         .patch(name, &params, &Patch::Apply(obj))
         .await
-        .map(|o| rv_detail(&o))
+        .map(|o| rv_detail(&o.metadata))
         .map_err(|e| unit_error(&format!("apply {} {name}", kind.kind()), e))
 }
 
@@ -81,7 +77,7 @@ pub async fn create_or_apply(client: &Client, kind: Kind, obj: &Value) -> Result
         UnitError::permanent("InvalidObject", format!("{} {name}: {e}", kind.kind()))
     })?;
     match api(client, kind, ns).create(&params, &object).await {
-        Ok(o) => Ok(rv_detail(&o)),
+        Ok(o) => Ok(rv_detail(&o.metadata)),
         Err(Error::Api(s)) if s.code == 409 => adopt(client, kind, obj).await,
         Err(e) => Err(unit_error(&format!("create {} {name}", kind.kind()), e)),
     }
@@ -222,9 +218,9 @@ pub async fn edit_finalizers_seen(
         {
             // An object already marked deleted is gone once its last finalizer is.
             Ok(o) if o.metadata.deletion_timestamp.is_some() => {
-                return Ok(meta_rv_detail(&o.metadata).with_fact("deleting", "true"));
+                return Ok(rv_detail(&o.metadata).with_fact("deleting", "true"));
             }
-            Ok(o) => return Ok(meta_rv_detail(&o.metadata)),
+            Ok(o) => return Ok(rv_detail(&o.metadata)),
             // A conflict, or finalizers no longer as seen (a failed `test`): read and retry.
             Err(Error::Api(s)) if (s.code == 409 || s.code == 422) && attempt < 5 => continue,
             Err(Error::Api(s)) if s.code == 404 => {
