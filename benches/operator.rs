@@ -46,36 +46,26 @@ use std::fmt::Write as _;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use futures::{StreamExt, TryStreamExt};
-use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::Node;
-use k8s_openapi::api::storage::v1::{CSIDriver, CSINode, StorageClass};
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
-use kube::runtime::wait::await_condition;
-use kube::{Client, ResourceExt};
-use lvms::api::{
-    CONDITION_RESOURCES_AVAILABLE, LVMCLUSTER_FINALIZER, LVMCluster, LVMVolumeGroup,
-    LVMVolumeGroupNodeStatus,
-};
+use kube::Client;
+use kube::api::{Api, Patch, PatchParams};
+use lvms::api::{LVMCluster, LVMVolumeGroupNodeStatus};
 use lvms::dev::Lifetime;
 use lvms::dev::operator::{OperatorOptions, OperatorProcess, cpu_ticks_of};
+use lvms_testkit::bench::phases::{
+    self, CLUSTER, TIMEOUT, Teardown, create_nodes, median, proc_status_kib, watch_until,
+};
 use lvms_testkit::bench::{
-    BoxError, Result, control_plane, env_list, lvms_bin, main_with, target_dir, wait_ready,
+    Result, control_plane, env_list, lvms_bin, main_with, target_dir, wait_ready,
 };
-use lvms_testkit::fixtures::{
-    self, csi_node, lvm_cluster, node_status, volume_group, with_topology_keys,
-};
+use lvms_testkit::fixtures::node_status;
 use lvms_testkit::process::tail;
 use serde_json::{Value, json};
 
 const NAMESPACE: &str = "lvms-bench";
-const CLUSTER: &str = "bench";
 const POLL: Duration = Duration::from_millis(20);
-const TIMEOUT: Duration = Duration::from_secs(300);
 /// Linux USER_HZ: `cpu_ticks()` counts hundredths of a CPU second.
 const CLK_TCK: f64 = 100.0;
-/// Concurrent requests while creating Nodes and CSINodes.
-const CREATE_CONCURRENCY: usize = 32;
 
 fn main() {
     main_with("operator", bench);
@@ -338,7 +328,8 @@ async fn run_config(
     let (cp, client) = control_plane(&dir.join("cp"), bins, NAMESPACE).await?;
     println!("control plane ready in {:?}", cp.started_in);
 
-    warm_up(&client, classes).await?;
+    let warm = phases::warm_up(&client, NAMESPACE, classes).await?;
+    println!("API server warm-up (first custom resource writes): {warm:?}");
 
     let t = Instant::now();
     create_nodes(&client, nodes).await?;
@@ -395,14 +386,11 @@ async fn run_config(
         Ok(())
     };
     let t0 = Instant::now();
-    Api::<LVMCluster>::namespaced(client.clone(), NAMESPACE)
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(cluster(classes))?,
-        )
-        .await?;
+    phases::create_cluster(&client, NAMESPACE, classes).await?;
     println!("LVMCluster create call took {:?}", t0.elapsed());
-    let milestones = converge(&client, &op, classes, nodes, t0).await?;
+    let milestones = phases::converge(&client, NAMESPACE, &op, classes, nodes, t0)
+        .await
+        .map_err(|e| format!("{e}; {}", log_tail(&op)))?;
     let convergence = milestones.iter().map(|m| m.1).max().unwrap_or_default();
     let converge_cpu_ms =
         op.cpu_ticks().unwrap_or(0).saturating_sub(ticks0) as f64 * 1000.0 / CLK_TCK;
@@ -434,7 +422,8 @@ async fn run_config(
         b - a
     );
 
-    let edits = edit_latency(&client).await?;
+    let edits =
+        phases::edit_latency(&client, NAMESPACE, phases::Edit::StorageClassLabels, "e", 3).await?;
     println!(
         "edit (additionalLabels) → StorageClass updated: {} ms (first, after idle), then {} ms",
         ms(edits[0]),
@@ -469,7 +458,7 @@ async fn run_config(
     );
     phase("one node fails and recovers; explain, must-gather", &op)?;
 
-    let teardown = teardown(&client, nodes).await?;
+    let teardown = phases::teardown(&client, NAMESPACE, nodes).await?;
     match &teardown {
         Some(d) => println!(
             "LVMCluster deleted (teardown done) in {:?}, of which {:?} simulated kubelets unregistering",
@@ -519,253 +508,6 @@ async fn run_config(
     })
 }
 
-/// The time from an edit of the first class's `additionalLabels` until its StorageClass
-/// carries the new label (polled every 2 ms), three times with 1 s of quiet before each.
-async fn edit_latency(client: &Client) -> Result<Vec<Duration>> {
-    let clusters = Api::<LVMCluster>::namespaced(client.clone(), NAMESPACE);
-    let scs = Api::<StorageClass>::all(client.clone());
-    let mut out = Vec::new();
-    for n in 1..=3 {
-        tokio::time::sleep(Duration::from_secs(1)).await;
-        let value = format!("e{n}");
-        // A merge patch replaces the whole list: read it first, outside the timed part.
-        let mut dcs =
-            serde_json::to_value(clusters.get(CLUSTER).await?)?["spec"]["storage"]["deviceClasses"]
-                .take();
-        dcs[0]["storageClassOptions"]["additionalLabels"] = json!({"bench-edit": value});
-        let patch = json!({"spec": {"storage": {"deviceClasses": dcs}}});
-        let t = Instant::now();
-        clusters
-            .patch(CLUSTER, &PatchParams::default(), &Patch::Merge(&patch))
-            .await?;
-        loop {
-            let sc = scs.get("lvms-vg1").await?;
-            if sc.labels().get("bench-edit") == Some(&value) {
-                break;
-            }
-            if t.elapsed() > TIMEOUT {
-                return Err("the StorageClass never got the edited label".into());
-            }
-            tokio::time::sleep(Duration::from_millis(2)).await;
-        }
-        out.push(t.elapsed());
-    }
-    Ok(out)
-}
-
-/// The API server's first write of a custom resource kind costs ~2 s (done once per API
-/// server process, long before an operator runs in a real cluster). A dry-run create of each
-/// kind written here pays it before anything is timed.
-async fn warm_up(client: &Client, classes: usize) -> Result<()> {
-    let dry = PostParams {
-        dry_run: true,
-        field_manager: None,
-    };
-    let t = Instant::now();
-    Api::<LVMCluster>::namespaced(client.clone(), NAMESPACE)
-        .create(&dry, &serde_json::from_value(cluster(classes))?)
-        .await?;
-    Api::<LVMVolumeGroup>::namespaced(client.clone(), NAMESPACE)
-        .create(
-            &dry,
-            &serde_json::from_value(volume_group(
-                "warm-up",
-                json!({"deviceSelector": {"paths": ["/dev/loop10"]}}),
-            ))?,
-        )
-        .await?;
-    Api::<LVMVolumeGroupNodeStatus>::namespaced(client.clone(), NAMESPACE)
-        .create(
-            &dry,
-            &serde_json::from_value(node_status(NAMESPACE, "warm-up", json!([])))?,
-        )
-        .await?;
-    println!(
-        "API server warm-up (first custom resource writes): {:?}",
-        t.elapsed()
-    );
-    Ok(())
-}
-
-/// Node `node-<i>`: as a kubelet registers it (~7 KB as served), or with a name and one label
-/// only under `LVMS_BENCH_BARE_NODES=1`.
-fn node(i: usize) -> Node {
-    if std::env::var("LVMS_BENCH_BARE_NODES").is_ok_and(|v| v == "1") {
-        return fixtures::node(&format!("node-{i}"));
-    }
-    fixtures::kubelet_node(i)
-}
-
-async fn create_nodes(client: &Client, n: usize) -> Result<()> {
-    let nodes = Api::<Node>::all(client.clone());
-    let csi_nodes = Api::<CSINode>::all(client.clone());
-    futures::stream::iter(0..n)
-        .map(|i| {
-            let (nodes, csi_nodes) = (nodes.clone(), csi_nodes.clone());
-            async move {
-                let node = node(i);
-                let name = node.name_any();
-                nodes.create(&PostParams::default(), &node).await?;
-                // Admission (TaintNodesByCondition) taints every new Node not-ready; the node
-                // lifecycle controller lifts it once kubelet reports Ready. Do its part.
-                let ready = json!({"spec": {"taints": []}});
-                nodes
-                    .patch(&name, &PatchParams::default(), &Patch::Merge(&ready))
-                    .await?;
-                let csi = with_topology_keys(csi_node(&name, true));
-                csi_nodes.create(&PostParams::default(), &csi).await?;
-                Ok::<_, BoxError>(())
-            }
-        })
-        .buffer_unordered(CREATE_CONCURRENCY)
-        .try_collect::<()>()
-        .await
-}
-
-/// `classes` device classes vg1..vgN on their own loop devices; vg1 is the default.
-fn cluster(classes: usize) -> Value {
-    let device_classes: Vec<Value> = (1..=classes)
-        .map(|k| {
-            json!({
-                "name": format!("vg{k}"),
-                "default": k == 1,
-                "deviceSelector": {"paths": [format!("/dev/loop{}", 9 + k)]},
-                "thinPoolConfig": {"name": "thin-pool-1", "overprovisionRatio": 10},
-            })
-        })
-        .collect();
-    lvm_cluster(CLUSTER, Value::from(device_classes))
-}
-
-/// Polls until every object exists and ResourcesAvailable=True; returns when each condition
-/// was first seen, relative to `t0`. A satisfied condition is not polled again.
-async fn converge(
-    client: &Client,
-    op: &OperatorProcess,
-    classes: usize,
-    nodes: usize,
-    t0: Instant,
-) -> Result<Vec<(&'static str, Duration)>> {
-    let lp = ListParams::default();
-    let clusters = Api::<LVMCluster>::namespaced(client.clone(), NAMESPACE);
-    let drivers = Api::<CSIDriver>::all(client.clone());
-    let daemonsets = Api::<DaemonSet>::namespaced(client.clone(), NAMESPACE);
-    let vgs = Api::<LVMVolumeGroup>::namespaced(client.clone(), NAMESPACE);
-    let statuses = Api::<LVMVolumeGroupNodeStatus>::namespaced(client.clone(), NAMESPACE);
-    let scs = Api::<StorageClass>::all(client.clone());
-    let want_vgs: BTreeSet<String> = (1..=classes).map(|k| format!("vg{k}")).collect();
-    let want_scs: BTreeSet<String> = want_vgs.iter().map(|v| format!("lvms-{v}")).collect();
-    let want_nodes: BTreeSet<String> = (0..nodes).map(|i| format!("node-{i}")).collect();
-
-    const NAMES: [&str; 7] = [
-        "finalizer",
-        "CSIDriver",
-        "DaemonSet",
-        "LVMVolumeGroups",
-        "StorageClasses",
-        "NodeStatuses",
-        "ResourcesAvailable",
-    ];
-    let mut seen: [Option<Duration>; 7] = [None; 7];
-    loop {
-        let now = t0.elapsed();
-        if (seen[0].is_none() || seen[6].is_none())
-            && let Some(c) = clusters.get_opt(CLUSTER).await?
-        {
-            if seen[0].is_none() && c.finalizers().iter().any(|f| f == LVMCLUSTER_FINALIZER) {
-                seen[0] = Some(now);
-            }
-            let available = c.status.as_ref().is_some_and(|s| {
-                s.conditions
-                    .iter()
-                    .any(|k| k.type_ == CONDITION_RESOURCES_AVAILABLE && k.status == "True")
-            });
-            if seen[6].is_none() && available {
-                seen[6] = Some(now);
-            }
-        }
-        if seen[1].is_none() && drivers.get_metadata_opt("topolvm.io").await?.is_some() {
-            seen[1] = Some(now);
-        }
-        if seen[2].is_none() && daemonsets.get_metadata_opt("vg-manager").await?.is_some() {
-            seen[2] = Some(now);
-        }
-        if seen[3].is_none() {
-            let have: BTreeSet<String> = vgs
-                .list_metadata(&lp)
-                .await?
-                .items
-                .iter()
-                .map(|o| o.name_any())
-                .collect();
-            if want_vgs.is_subset(&have) {
-                seen[3] = Some(now);
-            }
-        }
-        if seen[4].is_none() {
-            let have: BTreeSet<String> = scs
-                .list_metadata(&lp)
-                .await?
-                .items
-                .iter()
-                .map(|o| o.name_any())
-                .collect();
-            if want_scs.is_subset(&have) {
-                seen[4] = Some(now);
-            }
-        }
-        if seen[5].is_none() {
-            // One item and the remaining count first: listing 1000 names every 20 ms would
-            // load the API server the operator is being measured against.
-            let page = statuses
-                .list_metadata(&ListParams::default().limit(1))
-                .await?;
-            let count =
-                page.items.len() as u64 + page.metadata.remaining_item_count.unwrap_or(0) as u64;
-            if count >= nodes as u64 {
-                let have: BTreeSet<String> = statuses
-                    .list_metadata(&lp)
-                    .await?
-                    .items
-                    .iter()
-                    .map(|o| o.name_any())
-                    .collect();
-                if want_nodes.is_subset(&have) {
-                    seen[5] = Some(now);
-                }
-            }
-        }
-        if seen.iter().all(Option::is_some) {
-            return Ok(NAMES
-                .iter()
-                .zip(seen)
-                .map(|(n, d)| (*n, d.unwrap_or_default()))
-                .collect());
-        }
-        if op.rss_kib().is_none() || t0.elapsed() > TIMEOUT {
-            let pending: Vec<&str> = NAMES
-                .iter()
-                .zip(seen)
-                .filter(|(_, s)| s.is_none())
-                .map(|(n, _)| *n)
-                .collect();
-            let status = clusters
-                .get_opt(CLUSTER)
-                .await?
-                .and_then(|c| c.status)
-                .map(|s| format!("{:?}", s.conditions))
-                .unwrap_or_default();
-            return Err(format!(
-                "no convergence after {:?}; pending {pending:?}; conditions {status}; {}",
-                t0.elapsed(),
-                log_tail(op)
-            )
-            .into());
-        }
-        tokio::time::sleep(POLL).await;
-    }
-}
-
 /// "operator log PATH:" and its last 30 lines, for a failure message.
 fn log_tail(op: &OperatorProcess) -> String {
     format!(
@@ -795,56 +537,17 @@ async fn vgs_ready(
     classes: usize,
     nodes: usize,
 ) -> Result<VgsReady> {
-    let statuses = Api::<LVMVolumeGroupNodeStatus>::namespaced(client.clone(), NAMESPACE);
-    let clusters = Api::<LVMCluster>::namespaced(client.clone(), NAMESPACE);
-    let entries: Vec<Value> = (1..=classes)
-        .map(|k| {
-            json!({"name": format!("vg{k}"), "status": "Ready",
-                   "devices": [format!("/dev/loop{}", 9 + k)],
-                   "deviceDiscoveryPolicy": "Preconfigured"})
-        })
-        .collect();
     let ticks0 = op.cpu_ticks().unwrap_or(0);
     let t = Instant::now();
-    futures::stream::iter(0..nodes)
-        .map(|i| {
-            let (statuses, entries) = (statuses.clone(), &entries);
-            async move {
-                let name = format!("node-{i}");
-                let body = node_status(NAMESPACE, &name, Value::from(entries.clone()));
-                statuses
-                    .patch(
-                        &name,
-                        &PatchParams::apply("vg-manager"),
-                        &Patch::Apply(&body),
-                    )
-                    .await?;
-                Ok::<_, BoxError>(())
-            }
-        })
-        .buffer_unordered(CREATE_CONCURRENCY)
-        .try_collect::<()>()
-        .await?;
-    let writes = t.elapsed();
-    let ready = |c: Option<&LVMCluster>| {
-        c.and_then(|c| c.status.as_ref()).is_some_and(|s| {
-            s.state == Some(lvms::api::LVMStateType::Ready)
-                && s.device_class_statuses
-                    .iter()
-                    .map(|c| c.node_status.len())
-                    .sum::<usize>()
-                    == classes * nodes
-        })
-    };
-    if !watch_until(clusters, ready).await? {
+    let (writes, ready) = phases::report_ready(client, NAMESPACE, classes, nodes).await?;
+    let Some(ready) = ready else {
         return Err(format!(
             "LVMCluster not Ready {:?} after every VG reported Ready; {}",
             t.elapsed(),
             log_tail(op)
         )
         .into());
-    }
-    let ready = t.elapsed();
+    };
     let cpu_ms = op.cpu_ticks().unwrap_or(0).saturating_sub(ticks0) as f64 * 1000.0 / CLK_TCK;
     Ok(VgsReady {
         writes,
@@ -907,19 +610,6 @@ async fn report_first_class(
     }
 }
 
-/// Watches the LVMCluster until `cond` holds (true) or [`TIMEOUT`] passes (false). Its status
-/// lists every node (~0.5 MB at 1000 nodes × 3 classes): a watch gets each change once, where
-/// polling made the API server encode the whole object again at every read.
-async fn watch_until(
-    clusters: Api<LVMCluster>,
-    cond: impl Fn(Option<&LVMCluster>) -> bool,
-) -> Result<bool> {
-    match tokio::time::timeout(TIMEOUT, await_condition(clusters, CLUSTER, cond)).await {
-        Ok(done) => done.map(|_| true).map_err(Into::into),
-        Err(_) => Ok(false),
-    }
-}
-
 async fn postmortem(
     client: &Client,
     kubeconfig: &Path,
@@ -979,67 +669,6 @@ async fn postmortem(
     })
 }
 
-/// How long deleting the LVMCluster took until it was gone.
-struct Teardown {
-    total: Duration,
-    /// Of `total`: this driver acting as every node's kubelet (unregistering the plugin).
-    kubelets: Duration,
-}
-
-/// Deletes the LVMCluster and waits until the operator has torn everything down and dropped
-/// the finalizer (None if it is still there after the timeout). The operator waits for kubelet
-/// to unregister topolvm.io once vg-manager is gone, so this driver does that for every node
-/// when the DaemonSet disappears.
-async fn teardown(client: &Client, nodes: usize) -> Result<Option<Teardown>> {
-    let clusters = Api::<LVMCluster>::namespaced(client.clone(), NAMESPACE);
-    let daemonsets = Api::<DaemonSet>::namespaced(client.clone(), NAMESPACE);
-    let t = Instant::now();
-    clusters.delete(CLUSTER, &DeleteParams::default()).await?;
-    // Watched, not polled: the observer's reads must not cost the API server what it measures.
-    let kubelets = async {
-        await_condition(daemonsets, "vg-manager", |d: Option<&DaemonSet>| {
-            d.is_none()
-        })
-        .await?;
-        let k = Instant::now();
-        unregister_plugins(client, nodes).await?;
-        Ok::<_, BoxError>(k.elapsed())
-    };
-    let gone = async {
-        await_condition(clusters, CLUSTER, |c: Option<&LVMCluster>| c.is_none()).await?;
-        Ok::<_, BoxError>(t.elapsed())
-    };
-    match tokio::time::timeout(TIMEOUT, futures::future::try_join(kubelets, gone)).await {
-        Ok(done) => {
-            let (kubelets, total) = done?;
-            Ok(Some(Teardown { total, kubelets }))
-        }
-        Err(_) => Ok(None),
-    }
-}
-
-async fn unregister_plugins(client: &Client, n: usize) -> Result<()> {
-    let csi_nodes = Api::<CSINode>::all(client.clone());
-    let none = json!({"spec": {"drivers": []}});
-    futures::stream::iter(0..n)
-        .map(|i| {
-            let (csi_nodes, none) = (csi_nodes.clone(), &none);
-            async move {
-                csi_nodes
-                    .patch(
-                        &format!("node-{i}"),
-                        &PatchParams::default(),
-                        &Patch::Merge(none),
-                    )
-                    .await?;
-                Ok::<_, BoxError>(())
-            }
-        })
-        .buffer_unordered(CREATE_CONCURRENCY)
-        .try_collect::<()>()
-        .await
-}
-
 #[derive(Default)]
 struct LogCounts {
     lines: usize,
@@ -1065,17 +694,6 @@ impl LogCounts {
         }
         c
     }
-}
-
-fn proc_status_kib(pid: u32, field: &str) -> Option<u64> {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()?
-        .lines()
-        .find(|l| l.starts_with(field))?
-        .split_whitespace()
-        .nth(1)?
-        .parse()
-        .ok()
 }
 
 /// Anonymous (heap) vs file-backed (the mapped binary) resident memory.
@@ -1114,11 +732,6 @@ fn config(r: &Row) -> String {
         r.nodes,
         if r.traced { ", traced" } else { "" }
     )
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v.get(v.len() / 2).copied().unwrap_or(0.0)
 }
 
 /// Export on vs off per configuration: medians of convergence time and of the operator's

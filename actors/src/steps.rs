@@ -286,31 +286,71 @@ impl Steps {
         (spec.action, object, intent)
     }
 
-    /// Open the pass intent if this pass has none yet.
-    pub(crate) fn open_pass(&self) -> Result<Seq, UnitError> {
-        let mut p = self
-            .pass
-            .lock()
-            .map_err(|_| UnitError::retryable("Internal", "pass state poisoned"))?;
-        if let Some(seq) = p.seq {
-            return Ok(seq);
-        }
+    /// The pass intent of `p`'s pass.
+    fn pass_intent(&self, p: &PassState) -> Intent {
         let subject = p.subject.clone().unwrap_or_default();
         let key = format!("{}/{PASS_ACTION}/{}", self.unit, subject);
-        let intent = self.intent(
+        self.intent(
             subject,
             PASS_ACTION,
             Vec::new(),
             "",
             key,
             p.regarding.clone(),
-        );
+        )
+    }
+
+    fn lock_pass(&self) -> Result<std::sync::MutexGuard<'_, PassState>, UnitError> {
+        self.pass
+            .lock()
+            .map_err(|_| UnitError::retryable("Internal", "pass state poisoned"))
+    }
+
+    /// Open the pass intent if this pass has none yet (a pass whose health changed with no
+    /// step; steps open it with their first intents, see [`Steps::append_in_pass`]).
+    pub(crate) fn open_pass(&self) -> Result<Seq, UnitError> {
+        let mut p = self.lock_pass()?;
+        if let Some(seq) = p.seq {
+            return Ok(seq);
+        }
+        let intent = self.pass_intent(&p);
         let seq = self
             .journal
             .append_intent(intent, self.record_trace())
             .map_err(UnitError::journal)?;
         p.seq = Some(seq);
         Ok(seq)
+    }
+
+    /// Makes `intents` durable in one append, preceded by the pass intent (traced as
+    /// `pass_trace`) when this pass has none yet: a pass's first step costs one flush, not
+    /// two, and a crash leaves the same records as before minus the state "pass open, step
+    /// not yet intended" (which replay treats like a pass with no steps). The pass lock is
+    /// held across that append, so concurrent first steps open one pass.
+    fn append_in_pass(
+        &self,
+        pass_trace: Trace,
+        intents: Vec<(Intent, Trace)>,
+    ) -> Result<Vec<Seq>, UnitError> {
+        let append = |all| {
+            self.journal
+                .append_intents_traced(all)
+                .map_err(UnitError::journal)
+        };
+        if self.standalone {
+            return append(intents);
+        }
+        let mut p = self.lock_pass()?;
+        if p.seq.is_some() {
+            drop(p);
+            return append(intents);
+        }
+        let mut all = Vec::with_capacity(intents.len() + 1);
+        all.push((self.pass_intent(&p), pass_trace));
+        all.extend(intents);
+        let mut seqs = append(all)?;
+        p.seq = Some(seqs.remove(0));
+        Ok(seqs)
     }
 
     /// Run one side effect under a write-ahead intent. The effect must be idempotent: after
@@ -320,15 +360,15 @@ impl Steps {
         F: FnOnce() -> Fut,
         Fut: Future<Output = Result<Done, UnitError>> + Send,
     {
-        if !self.standalone {
-            self.open_pass()?;
-        }
+        let pass_trace = self.record_trace();
         let (action, object, intent) = self.step_intent(spec, self.regarding());
         // The intent is appended inside the step's span, so it carries the step's span id.
         let span = Self::step_span(action, &object);
         let seq = span
-            .in_scope(|| self.journal.append_intent(intent, self.record_trace()))
-            .map_err(UnitError::journal)?;
+            .in_scope(|| self.append_in_pass(pass_trace, vec![(intent, self.record_trace())]))?
+            .first()
+            .copied()
+            .ok_or_else(|| UnitError::retryable("Internal", "the journal returned no seq"))?;
         faults::crash_point_in(faults::INTENT_DURABLE, &self.unit, action);
         self.run_one(seq, action, Box::pin(effect()), span).await
     }
@@ -400,27 +440,19 @@ impl Steps {
         &'s self,
         steps: Vec<BatchStep<'a>>,
     ) -> Vec<futures::future::BoxFuture<'s, Result<Done, UnitError>>> {
-        let opened = if self.standalone {
-            Ok(0)
-        } else {
-            self.open_pass()
-        };
-        let durable = opened.and_then(|_| {
+        let durable = {
             let regarding = self.regarding();
             let trace = self.record_trace();
             let mut intents = Vec::with_capacity(steps.len());
             let mut effects = Vec::with_capacity(steps.len());
             for (spec, effect) in steps {
                 let (action, object, intent) = self.step_intent(spec, regarding.clone());
-                intents.push(intent);
+                intents.push((intent, trace));
                 effects.push((action, object, effect));
             }
-            let seqs = self
-                .journal
-                .append_intents(intents, trace)
-                .map_err(UnitError::journal)?;
-            Ok((seqs, effects))
-        });
+            self.append_in_pass(trace, intents)
+                .map(|seqs| (seqs, effects))
+        };
         let (seqs, effects) = match durable {
             Ok(d) => d,
             Err(e) => return vec![Box::pin(futures::future::ready(Err(e)))],

@@ -195,6 +195,42 @@ async fn step_intent_is_durable_and_open_during_its_effect_and_closed_after() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pass_intent_is_made_durable_with_its_first_step_in_one_flush() {
+    let env = Env::new("one-flush");
+    let durable_appends = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = durable_appends.clone();
+    assert!(
+        env.journal
+            .set_append_observer(std::sync::Arc::new(move |_, durable| {
+                if durable {
+                    counter.fetch_add(1, Ordering::SeqCst);
+                }
+            }))
+    );
+    let unit = FakeUnit::new("u");
+    unit.steps_per_pass.store(2, Ordering::SeqCst);
+    let trigger = Trigger::new();
+    let (actor, _) = spawn_unit(unit_args(&unit, &env.journal, &trigger)).await;
+    let j = env.journal.clone();
+    wait_until("the pass outcome", || pass_outcomes(&j).len() == 1).await;
+    stop(&actor).await;
+
+    // Pass intent + first step intent in one append, the second step's intent in another; the
+    // outcomes are not flushed on their own. Before: one more, the pass intent alone.
+    assert_eq!(durable_appends.load(Ordering::SeqCst), 2);
+    let recs = records(&j);
+    let Body::Intent(pass) = &recs[0].body else {
+        panic!("first record {:?}", recs[0].body)
+    };
+    assert_eq!(pass.action, PASS_ACTION);
+    let Body::Intent(step) = &recs[1].body else {
+        panic!("second record {:?}", recs[1].body)
+    };
+    assert_eq!(step.action, "apply");
+    assert_eq!(recs[1].seq, recs[0].seq + 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn passes_without_steps_and_unchanged_health_write_nothing() {
     let env = Env::new("quiet");
     let unit = FakeUnit::new("u");

@@ -423,14 +423,20 @@ impl Journal {
     /// Write-ahead for several intents at once: consecutive seqs, one flush for all of them
     /// (a pass that is about to run many independent steps). Returns their seqs in order.
     pub fn append_intents(&self, intents: Vec<Intent>, trace: Trace) -> Result<Vec<Seq>> {
+        self.append_intents_traced(intents.into_iter().map(|i| (i, trace)).collect())
+    }
+
+    /// [`Journal::append_intents`] with a trace context per intent (intents of different
+    /// spans made durable by one flush: a pass's own intent and its first step's).
+    pub fn append_intents_traced(&self, intents: Vec<(Intent, Trace)>) -> Result<Vec<Seq>> {
         let started = Instant::now();
         let mut seqs = Vec::with_capacity(intents.len());
         {
             let mut w = self.lock()?;
-            for intent in &intents {
+            for (intent, _) in &intents {
                 Self::check_epoch(&w, intent)?;
             }
-            for intent in intents {
+            for (intent, trace) in intents {
                 seqs.push(self.stage(&mut w, Body::Intent(intent), trace)?);
             }
         }

@@ -14,6 +14,8 @@ use lvms::dev::{ControlPlane, Lifetime, Options};
 use crate::fixtures;
 use crate::process::tail;
 
+pub mod phases;
+
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 pub type Result<T> = std::result::Result<T, BoxError>;
 

@@ -26,6 +26,7 @@ pub mod fixtures;
 pub mod guest;
 pub mod journal;
 pub mod kubelet;
+pub mod lvms_go;
 pub mod plugin_watcher;
 pub mod process;
 pub mod rng;

@@ -3,7 +3,7 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use crate::api::{LVMCluster, LVMVolumeGroupNodeStatus, NODE_STATUS_FINALIZER};
-use crate::operator::nodes::valid_nodes_for_any_class;
+use crate::operator::nodes::{NodeSelection, valid_nodes_for_any_class};
 use crate::operator::owner::controller_owner_ref;
 use crate::operator::world::World;
 
@@ -66,6 +66,29 @@ pub fn inputs_key(
     }
     statuses_changed.hash(&mut h);
     Some(h.finish())
+}
+
+/// What [`node_statuses`] and the unit's readiness make of their inputs, hashed: the cluster's
+/// identity (the ownerRef), the namespace, the names of the nodes selected, the selection's
+/// errors, and how often the node statuses changed. An edit that moves the inputs key but not
+/// the selection (a toleration or selector that selects the same nodes) has an equal plan to
+/// the last settled pass: the unit stops after selecting, without building and comparing an
+/// object per node (~56 ms of CPU at 1000 nodes, on the cores the edit's own writes needed).
+pub fn selection_key(
+    cluster: &LVMCluster,
+    namespace: &str,
+    selection: &NodeSelection<'_>,
+    statuses_changed: u64,
+) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    (&cluster.metadata.uid, &cluster.metadata.name, namespace).hash(&mut h);
+    for node in &selection.nodes {
+        node.metadata.name.hash(&mut h);
+    }
+    selection.errors.hash(&mut h);
+    statuses_changed.hash(&mut h);
+    h.finish()
 }
 
 #[cfg(test)]
@@ -176,5 +199,60 @@ mod tests {
             ..Default::default()
         }];
         assert_ne!(key, inputs_key(&tolerating, "ns", &nodes(), 7));
+    }
+
+    #[test]
+    fn the_selection_key_moves_with_the_plan_not_with_inputs_that_select_the_same_nodes() {
+        let nodes = || {
+            vec![
+                node("a", &[("zone", "a")], vec![]),
+                node("b", &[("zone", "b")], vec![]),
+            ]
+        };
+        let spec = |zones: &[&str]| LVMClusterSpec {
+            tolerations: vec![],
+            storage: Storage {
+                device_classes: vec![class(
+                    "vg1",
+                    Some(selector(vec![vec![req("zone", "In", zones)]])),
+                )],
+            },
+        };
+        let key =
+            |c: &LVMCluster,
+             ns: &str,
+             nodes: &[std::sync::Arc<k8s_openapi::api::core::v1::Node>],
+             n| { selection_key(c, ns, &valid_nodes_for_any_class(c, nodes), n) };
+        let cluster = cluster_with(spec(&["a"]));
+        let k = key(&cluster, "ns", &nodes(), 7);
+        // A toleration of a taint no node has, or a selector that picks the same node: the
+        // inputs key moves, the selection does not (the edit of the versus benchmark).
+        let mut tolerating = cluster.clone();
+        tolerating.spec.tolerations = vec![k8s_openapi::api::core::v1::Toleration {
+            key: Some("bench-edit".into()),
+            operator: Some("Exists".into()),
+            ..Default::default()
+        }];
+        assert_ne!(
+            inputs_key(&cluster, "ns", &nodes(), 7),
+            inputs_key(&tolerating, "ns", &nodes(), 7)
+        );
+        assert_eq!(k, key(&tolerating, "ns", &nodes(), 7));
+        assert_eq!(k, key(&cluster_with(spec(&["a", "c"])), "ns", &nodes(), 7));
+        // What the plan makes of its inputs moves it: another node selected, another
+        // namespace, another owner, the node statuses changed, a selection error.
+        assert_ne!(k, key(&cluster_with(spec(&["a", "b"])), "ns", &nodes(), 7));
+        assert_ne!(k, key(&cluster, "other", &nodes(), 7));
+        let mut other = cluster.clone();
+        other.metadata.uid = Some("another-uid".into());
+        assert_ne!(k, key(&other, "ns", &nodes(), 7));
+        assert_ne!(k, key(&cluster, "ns", &nodes(), 8));
+        let mut not_ready = nodes();
+        not_ready.push(node(
+            "c",
+            &[("zone", "a")],
+            vec![taint("node.kubernetes.io/not-ready", "", "NoSchedule")],
+        ));
+        assert_ne!(k, key(&cluster, "ns", &not_ready, 7));
     }
 }

@@ -16,6 +16,7 @@ use crate::kube::kinds::Kind;
 use crate::operator::actions::ObjectAction;
 use crate::operator::context::{Ctx, object_ref};
 use crate::operator::desired::daemonset::daemonset_ready;
+use crate::operator::desired::node_statuses;
 use crate::operator::nodes::valid_nodes_for_any_class;
 use crate::operator::plan::{Step, plan};
 
@@ -26,9 +27,18 @@ pub struct ObjectsUnit {
     name: &'static str,
     kind: Kind,
     ctx: Arc<Ctx>,
-    /// Node statuses only (the one kind with an object per node): the inputs key of the last
-    /// pass that found everything in place and wrote nothing, and its summary.
-    settled: std::sync::Mutex<Option<(u64, String)>>,
+    /// Node statuses only (the one kind with an object per node): the last pass that found
+    /// everything in place and wrote nothing.
+    settled: std::sync::Mutex<Option<Settled>>,
+}
+
+/// A node-status pass that wrote nothing: its inputs key, its selection key (see
+/// `node_statuses::selection_key`) and its summary.
+#[derive(Clone)]
+struct Settled {
+    inputs: u64,
+    selection: u64,
+    summary: String,
 }
 
 /// Hands this step's trace to vg-manager: the LVMVolumeGroup it is about to change carries
@@ -107,6 +117,55 @@ pub fn seen_finalizers(current: &[Value]) -> std::collections::HashMap<String, V
 /// 10; the API server's max-in-flight is 400: 8 keeps a pass quick without crowding others).
 pub(crate) const WRITE_CONCURRENCY: usize = 16;
 
+/// The node-status unit's keys for one pass (all `None` for the other kinds: a handful of
+/// objects each, planned in microseconds), over one snapshot of the Nodes and the node
+/// statuses' change count taken before the pass reads anything else.
+struct PassKeys<'a> {
+    cluster: &'a LVMCluster,
+    namespace: &'a str,
+    nodes: Vec<Arc<k8s_openapi::api::core::v1::Node>>,
+    statuses_changed: u64,
+    inputs: Option<u64>,
+    selection: std::sync::OnceLock<u64>,
+}
+
+impl<'a> PassKeys<'a> {
+    fn new(unit: &'a ObjectsUnit, cluster: &'a LVMCluster) -> Self {
+        let node_statuses = unit.kind == Kind::NodeStatus;
+        let statuses_changed = unit.ctx.caches.changes.get(Kind::NodeStatus);
+        let nodes = if node_statuses {
+            unit.ctx.caches.nodes.state()
+        } else {
+            Vec::new()
+        };
+        let namespace = unit.ctx.settings.namespace.as_str();
+        let inputs = node_statuses
+            .then(|| node_statuses::inputs_key(cluster, namespace, &nodes, statuses_changed))
+            .flatten();
+        PassKeys {
+            cluster,
+            namespace,
+            nodes,
+            statuses_changed,
+            inputs,
+            selection: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// The selection key, computed once and only when needed (it selects over every Node).
+    fn selection(&self) -> Option<u64> {
+        self.inputs?;
+        Some(*self.selection.get_or_init(|| {
+            node_statuses::selection_key(
+                self.cluster,
+                self.namespace,
+                &valid_nodes_for_any_class(self.cluster, &self.nodes),
+                self.statuses_changed,
+            )
+        }))
+    }
+}
+
 impl ObjectsUnit {
     pub fn new(name: &'static str, kind: Kind, ctx: Arc<Ctx>) -> Self {
         ObjectsUnit {
@@ -117,29 +176,24 @@ impl ObjectsUnit {
         }
     }
 
-    /// The node statuses' inputs key (`None` for the other kinds: a handful of objects each,
-    /// planned in microseconds). Read before the caches the pass plans from, so a change that
-    /// lands meanwhile makes the key stale, never the plan.
-    fn inputs_key(&self, cluster: &LVMCluster) -> Option<u64> {
-        if self.kind != Kind::NodeStatus {
+    /// The settled summary if this pass's plan equals the last settled one's: the same inputs,
+    /// or (inputs moved) the same selection, in which case the new inputs key settles too.
+    /// Both keys are computed from one snapshot of the Nodes.
+    fn settled_summary(&self, keys: &PassKeys<'_>) -> Option<String> {
+        let last = self.settled.lock().ok()?.clone()?;
+        if last.inputs == keys.inputs? {
+            return Some(last.summary);
+        }
+        if last.selection != keys.selection()? {
             return None;
         }
-        let statuses = self.ctx.caches.changes.get(Kind::NodeStatus);
-        crate::operator::desired::node_statuses::inputs_key(
-            cluster,
-            &self.ctx.settings.namespace,
-            &self.ctx.caches.nodes.state(),
-            statuses,
-        )
-    }
-
-    fn settled_summary(&self, key: Option<u64>) -> Option<String> {
-        let key = key?;
-        let settled = self.settled.lock().ok()?;
-        settled
-            .as_ref()
-            .filter(|(k, _)| *k == key)
-            .map(|(_, summary)| summary.clone())
+        if let Ok(mut settled) = self.settled.lock() {
+            *settled = Some(Settled {
+                inputs: keys.inputs?,
+                ..last.clone()
+            });
+        }
+        Some(last.summary)
     }
 
     async fn delete(
@@ -204,8 +258,10 @@ impl Unit for ObjectsUnit {
             });
         }
         steps.begin(object_ref(cluster.as_ref()));
-        let key = self.inputs_key(&cluster);
-        if let Some(summary) = self.settled_summary(key) {
+        // Read before the caches the pass plans from, so a change that lands meanwhile makes
+        // the keys stale, never the plan.
+        let keys = PassKeys::new(self, &cluster);
+        if let Some(summary) = self.settled_summary(&keys) {
             return Ok(Pass {
                 summary,
                 requeue_after: None,
@@ -276,8 +332,15 @@ impl Unit for ObjectsUnit {
         // Stable text: a pass that changes nothing must not look like news to the journal.
         let summary = format!("{wanted} {} in sync", self.kind.kind());
         // Only a pass that wrote nothing settles: its writes' own watch events are yet to come.
-        if let (Some(key), false, Ok(mut settled)) = (key, wrote, self.settled.lock()) {
-            *settled = Some((key, summary.clone()));
+        if !wrote
+            && let (Some(inputs), Some(selection)) = (keys.inputs, keys.selection())
+            && let Ok(mut settled) = self.settled.lock()
+        {
+            *settled = Some(Settled {
+                inputs,
+                selection,
+                summary: summary.clone(),
+            });
         }
         Ok(Pass {
             summary,
