@@ -53,7 +53,7 @@ use lvms::api::{LVMCluster, LVMVolumeGroupNodeStatus};
 use lvms::dev::Lifetime;
 use lvms::dev::operator::{OperatorOptions, OperatorProcess, cpu_ticks_of};
 use lvms_testkit::bench::phases::{
-    self, CLUSTER, TIMEOUT, Teardown, create_nodes, median, proc_status_kib, watch_until,
+    self, CLUSTER, TIMEOUT, Teardown, create_nodes, median, mib, proc_status_kib, watch_until,
 };
 use lvms_testkit::bench::{
     Result, control_plane, env_list, lvms_bin, main_with, target_dir, wait_ready,
@@ -705,10 +705,6 @@ fn rss_split(pid: u32) -> String {
         f("RssFile:"),
         proc_status_kib(pid, "Threads:").unwrap_or(0)
     )
-}
-
-fn mib(kib: u64) -> f64 {
-    kib as f64 / 1024.0
 }
 
 fn ms(d: Duration) -> String {

@@ -38,7 +38,9 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use lvms::dev::operator::{OperatorOptions, OperatorProcess, cpu_ticks_of};
-use lvms_testkit::bench::phases::{self, Measured, TIMEOUT, create_nodes, median, proc_status_kib};
+use lvms_testkit::bench::phases::{
+    self, Measured, TIMEOUT, create_nodes, median, mib, proc_status_kib,
+};
 use lvms_testkit::bench::{Result, control_plane, env_list, lvms_bin, main_with, target_dir};
 use lvms_testkit::lvms_go::{self, LvmsGo};
 use lvms_testkit::process::tail;
@@ -80,12 +82,10 @@ impl Peer {
         proc_status_kib(self.pid(), "VmRSS:").unwrap_or(0)
     }
     fn log_tail(&self) -> String {
-        let (what, path) = match self {
-            Peer::Lvms(p) => ("lvms", &p.log),
-            Peer::Go(p) => ("LVMS", &p.log),
-        };
-        let text = std::fs::read_to_string(path).unwrap_or_default();
-        format!("{what} log {}:\n{}", path.display(), tail(&text, 30))
+        match self {
+            Peer::Lvms(p) => format!("lvms log {}:\n{}", p.log.display(), tail(&p.log_text(), 30)),
+            Peer::Go(p) => p.log_tail(),
+        }
     }
 }
 
@@ -333,10 +333,6 @@ async fn one_run(
 
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
-}
-
-fn mib(kib: u64) -> f64 {
-    kib as f64 / 1024.0
 }
 
 fn print_run(r: &Run) {

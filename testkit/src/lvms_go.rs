@@ -17,7 +17,6 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::Client;
 use kube::api::{Api, PostParams};
 use lvms::dev::Lifetime;
-use lvms::dev::operator::cpu_ticks_of;
 use lvms::dev::pki::Pki;
 use lvms::dev::process::{free_port, spawn, terminate_child};
 use serde_json::json;
@@ -123,10 +122,6 @@ impl LvmsGo {
 
     pub fn rss_kib(&self) -> Option<u64> {
         proc_status_kib(self.child.id(), "VmRSS:")
-    }
-
-    pub fn cpu_ticks(&self) -> Option<u64> {
-        cpu_ticks_of(self.child.id())
     }
 
     /// "LVMS log PATH:" and its last 30 lines, for a failure message.

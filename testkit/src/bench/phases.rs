@@ -470,6 +470,10 @@ pub fn proc_status_kib(pid: u32, field: &str) -> Option<u64> {
         .ok()
 }
 
+pub fn mib(kib: u64) -> f64 {
+    kib as f64 / 1024.0
+}
+
 pub fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v.get(v.len() / 2).copied().unwrap_or(0.0)
