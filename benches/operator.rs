@@ -422,8 +422,9 @@ async fn run_config(
         b - a
     );
 
-    let edits =
-        phases::edit_latency(&client, NAMESPACE, phases::Edit::StorageClassLabels, "e", 3).await?;
+    let edits = phases::edit_latency(&client, NAMESPACE, phases::Edit::StorageClassLabels, "e", 3)
+        .await?
+        .reached;
     println!(
         "edit (additionalLabels) → StorageClass updated: {} ms (first, after idle), then {} ms",
         ms(edits[0]),

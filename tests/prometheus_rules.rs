@@ -65,6 +65,7 @@ fn exported() -> BTreeSet<String> {
         reason: Some("Failed"),
         duration: Duration::from_millis(1),
         journaled: true,
+        subject: None,
     });
     m.restart("u");
     m.journal_append(Duration::from_millis(1), true);

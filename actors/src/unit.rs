@@ -65,6 +65,8 @@ pub struct PassReport<'a> {
     pub duration: Duration,
     /// Whether the pass wrote an Outcome (steps ran or health changed).
     pub journaled: bool,
+    /// What the pass reconciled (with its generation), when it got as far as naming it.
+    pub subject: Option<&'a lvms_journal::ObjectRef>,
 }
 
 /// Hook run after every pass.
@@ -338,12 +340,14 @@ async fn run_pass<U: Unit>(state: &mut UnitState<U>, trace: Trace) {
         warn!(unit = %name, error = %e, "could not snapshot unit health; the next pass retries");
     }
     if let Some(hook) = &a.on_pass {
+        let subject = steps.subject();
         hook(&PassReport {
             unit: &name,
             ok: result.is_ok(),
             reason: result.as_ref().err().map(|e| e.reason.as_str()),
             duration: started.elapsed(),
             journaled: journaled.is_some(),
+            subject: subject.as_ref(),
         });
     }
     match result {

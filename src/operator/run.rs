@@ -16,6 +16,7 @@ use tracing::{error, info};
 
 use super::context::Ctx;
 use super::units::csi_nodes::CsiNodesUnit;
+use super::units::generations::PassedGenerations;
 use super::units::lifecycle::{self, LifecycleUnit};
 use super::units::objects::ObjectsUnit;
 use super::units::status_projector::{self, StatusUnit};
@@ -128,18 +129,21 @@ pub async fn run(
     metrics.watch_journal(&journal);
     let trimmer = crate::runtime::memory::Trimmer::default();
     let _trimming = trimmer.spawn(Duration::from_millis(200));
+    let passed = Arc::new(PassedGenerations::default());
     let on_pass: lvms_actors::PassHook = {
-        let (publisher, metrics) = (publisher.clone(), metrics.clone());
+        let (publisher, metrics, passed) = (publisher.clone(), metrics.clone(), passed.clone());
         Arc::new(move |pass: &lvms_actors::PassReport<'_>| {
             metrics.pass(pass);
             trimmer.mark();
-            if !pass.journaled {
-                return;
-            }
-            if pass.unit != status_projector::UNIT {
+            // A pass over a new generation may be the last one a held status waits for, even
+            // when it wrote nothing.
+            let moved = pass.subject.is_some_and(|s| passed.record(pass.unit, s));
+            if pass.unit != status_projector::UNIT && (pass.journaled || moved) {
                 status_trigger.bump(pass.unit);
             }
-            publisher.poke();
+            if pass.journaled {
+                publisher.poke();
+            }
         })
     };
     let wiring = UnitWiring {
@@ -183,7 +187,7 @@ pub async fn run(
     children.push(wiring.child(
         status_projector::UNIT,
         triggers[status_projector::UNIT].clone(),
-        StatusUnit::new(ctx.clone()),
+        StatusUnit::new(ctx.clone(), passed),
     ));
 
     // The CSI controller: its RPCs journal LogicalVolume writes; its unit replays them.

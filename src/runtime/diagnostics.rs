@@ -132,6 +132,7 @@ mod tests {
             reason: None,
             duration: std::time::Duration::from_millis(5),
             journaled: true,
+            subject: None,
         });
         let not: ReadyCheck = Arc::new(|| Err("caches not synced".into()));
         // Served whether or not the process is ready: metrics matter most when it is not.

@@ -400,6 +400,7 @@ mod tests {
             reason,
             duration: Duration::from_millis(12),
             journaled: false,
+            subject: None,
         }
     }
 

@@ -7,7 +7,7 @@ use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::storage::v1::{CSIDriver, StorageClass};
 use kube::ResourceExt;
 use kube::api::{Api, ListParams, Patch, PatchParams};
-use lvms::api::{LVMStateType, LVMVolumeGroup, LVMVolumeGroupNodeStatus};
+use lvms::api::{LVMCluster, LVMStateType, LVMVolumeGroup, LVMVolumeGroupNodeStatus};
 use serde_json::json;
 
 use lvms_testkit::events::assert_no_duplicate_events;
@@ -283,6 +283,99 @@ async fn day_two_edits_converge() {
     })
     .await
     .expect("overprovisionRatio reached the LVMVolumeGroup");
+    assert_no_duplicate_events(&s.events().await);
+}
+
+/// The generation ResourcesAvailable reports observed, and the object's resourceVersion.
+fn observed(c: &LVMCluster) -> Option<(i64, u64)> {
+    let g = c
+        .status
+        .as_ref()?
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "ResourcesAvailable")?
+        .observed_generation?;
+    Some((g, c.resource_version()?.parse().ok()?))
+}
+
+/// An edit is reported observed only once its objects carry it (LVMS writes status after
+/// every resource): for each of several `spec.tolerations` edits, the LVMCluster write that
+/// first reports the new generation comes after the DaemonSet write that carries it. Both are
+/// seen by watches; this API server's resourceVersions are etcd revisions, one order over
+/// every write (opaque to clients in general, comparable against this test's own etcd).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_edit_is_reported_observed_only_after_its_objects_carry_it() {
+    use futures::StreamExt;
+    use kube::runtime::{WatchStreamExt, watcher};
+    let s = Scenario::new("op-observed").await;
+    let c = &s.client;
+    create_node(c, "node-a", false).await;
+    register_csi_node(c, "node-a", true).await;
+    let _op = s.operator(&[], &[]);
+    let cluster = s.create_cluster(thin("my-lvmcluster")).await;
+    let clusters: Api<LVMCluster> = Api::namespaced(c.clone(), &s.ns.name);
+    let daemonsets: Api<DaemonSet> = Api::namespaced(c.clone(), &s.ns.name);
+    let first = cluster.metadata.generation.unwrap_or(1);
+    eventually(T, || async {
+        observed(&clusters.get("my-lvmcluster").await.unwrap()).filter(|(g, _)| *g == first)
+    })
+    .await
+    .expect("generation 1 observed");
+
+    // Every write of either object from here on, with its resourceVersion.
+    let mut cluster_writes = watcher(clusters.clone(), watcher::Config::default())
+        .applied_objects()
+        .boxed();
+    let mut ds_writes = watcher(daemonsets.clone(), watcher::Config::default())
+        .applied_objects()
+        .boxed();
+    for n in 1..=5 {
+        let value = format!("edit-{n}");
+        let edited = clusters
+            .patch(
+                "my-lvmcluster",
+                &PatchParams::default(),
+                &Patch::Merge(&json!({"spec": {"tolerations": [{
+                    "key": "test-edit", "operator": "Equal", "value": value, "effect": "NoSchedule",
+                }]}})),
+            )
+            .await
+            .unwrap();
+        let generation = edited.metadata.generation.unwrap();
+        let reported = tokio::time::timeout(T, async {
+            loop {
+                let obj: LVMCluster = cluster_writes.next().await.unwrap().unwrap();
+                if let Some((g, rv)) = observed(&obj).filter(|(g, _)| *g >= generation) {
+                    break (g, rv);
+                }
+            }
+        })
+        .await
+        .unwrap_or_else(|_| panic!("generation {generation} never reported observed"));
+        let carried = tokio::time::timeout(T, async {
+            loop {
+                let ds: DaemonSet = ds_writes.next().await.unwrap().unwrap();
+                let has = ds
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.template.spec.as_ref())
+                    .and_then(|s| s.tolerations.as_ref())
+                    .is_some_and(|ts| ts.iter().any(|t| t.value.as_deref() == Some(&value)));
+                if has {
+                    break ds.resource_version().unwrap().parse::<u64>().unwrap();
+                }
+            }
+        })
+        .await
+        .unwrap_or_else(|_| panic!("edit {value} never reached the DaemonSet"));
+        assert!(
+            carried < reported.1,
+            "generation {} was reported observed (resourceVersion {}) before the DaemonSet \
+             carried edit {value} (resourceVersion {carried})",
+            reported.0,
+            reported.1
+        );
+    }
     assert_no_duplicate_events(&s.events().await);
 }
 

@@ -3,6 +3,7 @@
 pub mod csi_nodes;
 pub mod desired_values;
 pub mod events;
+pub mod generations;
 pub mod lifecycle;
 pub mod objects;
 pub mod persistent_volume_claims;

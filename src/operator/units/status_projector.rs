@@ -18,10 +18,50 @@ use crate::kube::apply;
 use crate::operator::context::{Ctx, object_ref};
 use crate::operator::status::{UnitHealth, fold_head, with_device_classes};
 
+use super::generations::PassedGenerations;
+
 pub const UNIT: &str = super::table::UnitId::Status.name();
 
 /// Never defer a status write longer than this, however slow the last one was.
 const MAX_DEFER: Duration = Duration::from_secs(2);
+
+/// Never hold a new generation's status back longer than this for units that have not
+/// reconciled it (one in backoff, one planning 1000 node statuses): it is then written as the
+/// units' health stands.
+const MAX_HOLD: Duration = Duration::from_secs(2);
+
+/// The generation a status reports observed (its ResourcesAvailable condition's).
+fn observed(s: &LVMClusterStatus) -> Option<i64> {
+    s.conditions
+        .iter()
+        .find(|c| c.type_ == crate::api::CONDITION_RESOURCES_AVAILABLE)
+        .and_then(|c| c.observed_generation)
+}
+
+/// The generation whose status must wait for the units to reconcile it: the one `head` reports
+/// when the current status reports an older one (or none). None while the cluster is torn
+/// down: the object units stop reconciling it then, and its status follows the teardown.
+pub fn awaits_generation(
+    current: Option<&LVMClusterStatus>,
+    head: &LVMClusterStatus,
+    deleting: bool,
+) -> Option<i64> {
+    let new = observed(head)?;
+    (!deleting && current.and_then(observed).is_none_or(|old| old < new)).then_some(new)
+}
+
+/// The pass summary for a status of `state` observing `generation`: Ready names its generation
+/// (reaching Ready again after an edit is a new outcome, and the one success Event of that
+/// reconcile: events::event_for).
+fn summary_of(state: Option<crate::api::LVMStateType>, generation: Option<i64>) -> String {
+    match state {
+        Some(crate::api::LVMStateType::Ready) => {
+            super::events::ready_summary(generation.unwrap_or_default())
+        }
+        Some(s) => format!("status {s:?}"),
+        None => "status Unknown".into(),
+    }
+}
 
 /// The last status write: when it ended and how long it took.
 #[derive(Clone, Copy, Debug)]
@@ -57,6 +97,12 @@ pub struct StatusUnit {
     /// The projection, caught up incrementally from the journal tail.
     health: Mutex<(HealthProjection, Seq)>,
     last_write: Mutex<Option<LastWrite>>,
+    /// Each unit's latest reconciled generation (recorded by the operator's pass hook).
+    passed: Arc<PassedGenerations>,
+    /// The units a generation's status waits for: those ResourcesAvailable waits for.
+    expected: Vec<&'static str>,
+    /// The (cluster uid, generation) held back for `behind` units, and since when.
+    held: Mutex<Option<(String, i64, Instant)>>,
 }
 
 /// `{"status": …}`, encoded straight to bytes (a JSON tree of a 1000-node status is ~10× its
@@ -135,12 +181,40 @@ async fn patch_status_unread(
 }
 
 impl StatusUnit {
-    pub fn new(ctx: Arc<Ctx>) -> Self {
+    pub fn new(ctx: Arc<Ctx>, passed: Arc<PassedGenerations>) -> Self {
+        let expected = super::table::units(&ctx.capabilities)
+            .filter(|u| u.expected())
+            .map(super::table::UnitId::name)
+            .collect();
         StatusUnit {
             ctx,
             health: Mutex::new((HealthProjection::default(), 0)),
             last_write: Mutex::new(None),
+            passed,
+            expected,
+            held: Mutex::new(None),
         }
+    }
+
+    /// How long to hold back the status of `generation` of cluster `uid` while units are
+    /// `behind`: zero when none is, or once [`MAX_HOLD`] has passed since the hold began.
+    fn hold(&self, uid: &str, generation: i64, behind: &[&str]) -> Duration {
+        let Ok(mut held) = self.held.lock() else {
+            return Duration::ZERO;
+        };
+        if behind.is_empty() {
+            *held = None;
+            return Duration::ZERO;
+        }
+        let now = Instant::now();
+        let since = match &*held {
+            Some((u, g, since)) if u == uid && *g == generation => *since,
+            _ => {
+                *held = Some((uid.to_owned(), generation, now));
+                now
+            }
+        };
+        MAX_HOLD.saturating_sub(now.duration_since(since))
     }
 
     fn unit_health(&self, steps: &Steps) -> Result<BTreeMap<String, UnitHealth>, UnitError> {
@@ -202,14 +276,25 @@ impl Unit for StatusUnit {
             .state
             .map(|s| format!("{s:?}"))
             .unwrap_or_else(|| "Unknown".into());
-        // Ready names its generation: reaching Ready again after an edit is a new outcome, and
-        // the one success Event of that reconcile (events::event_for).
-        let summary = match head.state {
-            Some(crate::api::LVMStateType::Ready) => {
-                super::events::ready_summary(cluster.metadata.generation.unwrap_or_default())
+        let deleting = cluster.metadata.deletion_timestamp.is_some();
+        if let Some(generation) = awaits_generation(cluster.status.as_ref(), &head, deleting) {
+            let uid = cluster.metadata.uid.as_deref().unwrap_or_default();
+            let behind = self
+                .passed
+                .behind(self.expected.iter().copied(), uid, generation);
+            let hold = self.hold(uid, generation, &behind);
+            if !hold.is_zero() {
+                // Each of their passes wakes this unit; the requeue bounds the wait. The
+                // summary stays what the written status says (no Ready of a generation the
+                // units have not reconciled).
+                let current = cluster.status.as_ref();
+                return Ok(Pass {
+                    summary: summary_of(current.and_then(|c| c.state), current.and_then(observed)),
+                    requeue_after: Some(hold),
+                });
             }
-            _ => format!("status {state}"),
-        };
+        }
+        let summary = summary_of(head.state, observed(&head));
         let last = *self
             .last_write
             .lock()
@@ -378,6 +463,51 @@ mod tests {
         // Nothing differs: an empty status object.
         let same = serde_json::to_value(StatusPatch::between(Some(&failed), &failed)).unwrap();
         assert_eq!(same, serde_json::json!({"status": {}}));
+    }
+
+    fn observing(state: LVMStateType, generation: Option<i64>) -> LVMClusterStatus {
+        let mut s = status(state, 0);
+        s.conditions = vec![k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
+            type_: crate::api::CONDITION_RESOURCES_AVAILABLE.into(),
+            status: "True".into(),
+            reason: "ResourcesAvailable".into(),
+            message: String::new(),
+            observed_generation: generation,
+            last_transition_time: Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH),
+        }];
+        s
+    }
+
+    /// A status reporting a newer generation than the written one waits for the units; one
+    /// that only changes state, or a cluster being torn down, does not.
+    #[test]
+    fn only_a_new_generation_waits_for_the_units() {
+        let written = observing(LVMStateType::Ready, Some(2));
+        let edited = observing(LVMStateType::Ready, Some(3));
+        assert_eq!(awaits_generation(Some(&written), &edited, false), Some(3));
+        // Never written, or written without a generation: the first one waits too.
+        assert_eq!(awaits_generation(None, &edited, false), Some(3));
+        let unobserved = observing(LVMStateType::Progressing, None);
+        assert_eq!(
+            awaits_generation(Some(&unobserved), &edited, false),
+            Some(3)
+        );
+        // Same generation (a unit failed, a node reported): written at once.
+        let failed = observing(LVMStateType::Failed, Some(2));
+        assert_eq!(awaits_generation(Some(&written), &failed, false), None);
+        // Teardown: the object units stop passing over the cluster.
+        assert_eq!(awaits_generation(Some(&written), &edited, true), None);
+        // A head without ResourcesAvailable has no generation to wait for.
+        assert_eq!(
+            awaits_generation(Some(&written), &status(LVMStateType::Ready, 0), false),
+            None
+        );
+        // While held, the pass says what the written status says.
+        assert_eq!(
+            summary_of(written.state, observed(&written)),
+            super::super::events::ready_summary(2)
+        );
+        assert_eq!(summary_of(None, None), "status Unknown");
     }
 
     #[test]

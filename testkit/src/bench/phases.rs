@@ -257,6 +257,14 @@ pub enum Edit {
     Tolerations,
 }
 
+/// Timed edits: each until its object carried the new value, and how much of that was the
+/// edit's own PATCH round trip (the part no operator can shorten).
+#[derive(Debug, Default, Clone)]
+pub struct EditTimes {
+    pub reached: Vec<Duration>,
+    pub patch: Vec<Duration>,
+}
+
 /// The time from `edit` until its object carries the new value (polled every 2 ms), `count`
 /// times with 1 s of quiet before each. `tag` makes the values unique across calls.
 pub async fn edit_latency(
@@ -265,11 +273,11 @@ pub async fn edit_latency(
     edit: Edit,
     tag: &str,
     count: usize,
-) -> Result<Vec<Duration>> {
+) -> Result<EditTimes> {
     let clusters = Api::<LVMCluster>::namespaced(client.clone(), ns);
     let scs = Api::<StorageClass>::all(client.clone());
     let daemonsets = Api::<DaemonSet>::namespaced(client.clone(), ns);
-    let mut out = Vec::new();
+    let mut out = EditTimes::default();
     for n in 1..=count {
         tokio::time::sleep(Duration::from_secs(1)).await;
         let value = format!("{tag}{n}");
@@ -290,6 +298,7 @@ pub async fn edit_latency(
         clusters
             .patch(CLUSTER, &PatchParams::default(), &Patch::Merge(&patch))
             .await?;
+        out.patch.push(t.elapsed());
         loop {
             let reached = match edit {
                 Edit::StorageClassLabels => {
@@ -316,7 +325,7 @@ pub async fn edit_latency(
             }
             tokio::time::sleep(Duration::from_millis(2)).await;
         }
-        out.push(t.elapsed());
+        out.reached.push(t.elapsed());
     }
     Ok(out)
 }
