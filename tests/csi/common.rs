@@ -161,10 +161,15 @@ impl ThickNode {
         .unwrap_or_else(|e| panic!("{e}"))
     }
 
-    pub fn restart_vg_manager(&mut self, env: &[(&str, &str)]) {
+    /// Kills vg-manager (SIGKILL); [`ThickNode::restart_vg_manager`] starts it again.
+    pub fn stop_vg_manager(&mut self) {
         if let Some(mut v) = self.vgm.take() {
             v.kill();
         }
+    }
+
+    pub fn restart_vg_manager(&mut self, env: &[(&str, &str)]) {
+        self.stop_vg_manager();
         self.vgm = Some(self.s.vg_manager(NODE, env));
     }
 }

@@ -169,7 +169,11 @@ async fn a_volume_is_created_grown_and_deleted_on_the_nodes_vg() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_volume_lvms_left_as_topolvm_did_is_expanded_and_deleted() {
-    let n = ThickNode::start("csi-swap", &[]).await;
+    let mut n = ThickNode::start("csi-swap", &[]).await;
+    // The swap: LVMS's node pods are gone before lvms's vg-manager runs. With a node
+    // plugin watching, a LogicalVolume without status.volumeID is one to create, and it
+    // would race the lvcreate below for the LV (CI saw "already exists").
+    n.stop_vg_manager();
     // What LVMS leaves in a cluster: a LogicalVolume with TopoLVM's finalizer, label and
     // status, and its LV named after the object's uid.
     let mut lv = LogicalVolume::new(
@@ -207,6 +211,7 @@ async fn a_volume_lvms_left_as_topolvm_did_is_expanded_and_deleted() {
     )
     .await
     .expect("status as TopoLVM wrote it");
+    n.restart_vg_manager(&[]);
 
     let mut ctl = n.controller().await;
     let grown = ctl
