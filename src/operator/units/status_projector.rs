@@ -182,10 +182,7 @@ async fn patch_status_unread(
 
 impl StatusUnit {
     pub fn new(ctx: Arc<Ctx>, passed: Arc<PassedGenerations>) -> Self {
-        let expected = super::table::units(&ctx.capabilities)
-            .filter(|u| u.expected())
-            .map(super::table::UnitId::name)
-            .collect();
+        let expected = crate::operator::status::expected_units(&ctx.capabilities);
         StatusUnit {
             ctx,
             health: Mutex::new((HealthProjection::default(), 0)),
