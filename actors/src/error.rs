@@ -1,5 +1,8 @@
 use std::fmt;
 
+/// The reason of a [`UnitError`] from an append of a superseded unit instance.
+pub const SUPERSEDED: &str = "InstanceSuperseded";
+
 /// Why a pass or a step did not complete. `reason` is a stable CamelCase word (it becomes an
 /// Event reason and a condition message prefix); `message` says what to do about it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -37,9 +40,20 @@ impl UnitError {
         self
     }
 
-    /// A journal failure is never ignored: the pass fails and the unit retries.
+    /// A journal failure is never ignored: the pass fails and the unit retries; an instance
+    /// the journal says was superseded ends instead (see [`UnitError::is_superseded`]).
     pub fn journal(err: lvms_journal::JournalError) -> Self {
-        UnitError::retryable("JournalWriteFailed", err.to_string())
+        match err {
+            lvms_journal::JournalError::Superseded { .. } => {
+                UnitError::permanent(SUPERSEDED, err.to_string())
+            }
+            err => UnitError::retryable("JournalWriteFailed", err.to_string()),
+        }
+    }
+
+    /// This unit instance lost its claim to a newer one: it must not retry, only end.
+    pub fn is_superseded(&self) -> bool {
+        self.reason == SUPERSEDED
     }
 }
 

@@ -10,7 +10,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
-use lvms_journal::{Action, Done, Intent, Journal, ObjectRef, OutcomeResult, Seq, Trace};
+use lvms_journal::{Action, Claim, Done, Intent, Journal, ObjectRef, OutcomeResult, Seq, Trace};
 
 use tracing::Instrument;
 
@@ -105,6 +105,9 @@ pub struct Steps {
     pass: Arc<Mutex<PassState>>,
     /// A request's steps (see [`Steps::request`]): no pass record around them.
     standalone: bool,
+    /// The unit instance's claim (a unit actor's steps): its appends are refused once a newer
+    /// instance of the unit has claimed it. Requests and detached steps hold none.
+    claim: Option<Claim>,
 }
 
 impl Steps {
@@ -114,6 +117,7 @@ impl Steps {
         epoch: Arc<AtomicU64>,
         trace: Trace,
         resumed: Option<(Seq, ObjectRef)>,
+        claim: Option<Claim>,
     ) -> Self {
         let pass = PassState {
             subject: resumed.as_ref().map(|(_, o)| o.clone()),
@@ -130,6 +134,7 @@ impl Steps {
             hooks: None,
             pass: Arc::new(Mutex::new(pass)),
             standalone: false,
+            claim,
         }
     }
 
@@ -143,7 +148,7 @@ impl Steps {
         epoch: Arc<AtomicU64>,
         hooks: Option<crate::trace::TraceSource>,
     ) -> Self {
-        let mut steps = Steps::new(journal, unit.into(), epoch, Trace::default(), None);
+        let mut steps = Steps::new(journal, unit.into(), epoch, Trace::default(), None, None);
         steps.hooks = hooks;
         steps.standalone = true;
         steps
@@ -157,6 +162,7 @@ impl Steps {
             unit.into(),
             Arc::new(AtomicU64::new(0)),
             Trace::default(),
+            None,
             None,
         )
     }
@@ -316,8 +322,11 @@ impl Steps {
         let intent = self.pass_intent(&p);
         let seq = self
             .journal
-            .append_intent(intent, self.record_trace())
-            .map_err(UnitError::journal)?;
+            .append_intents_claimed(self.claim.as_ref(), vec![(intent, self.record_trace())])
+            .map_err(UnitError::journal)?
+            .first()
+            .copied()
+            .ok_or_else(|| UnitError::retryable("Internal", "the journal returned no seq"))?;
         p.seq = Some(seq);
         Ok(seq)
     }
@@ -334,7 +343,7 @@ impl Steps {
     ) -> Result<Vec<Seq>, UnitError> {
         let append = |all| {
             self.journal
-                .append_intents_traced(all)
+                .append_intents_claimed(self.claim.as_ref(), all)
                 .map_err(UnitError::journal)
         };
         if self.standalone {
@@ -529,7 +538,13 @@ impl Steps {
             },
         };
         self.journal
-            .append_outcome(seq, outcome, started.elapsed(), self.record_trace())
+            .append_outcome_claimed(
+                self.claim.as_ref(),
+                seq,
+                outcome,
+                started.elapsed(),
+                self.record_trace(),
+            )
             .map_err(UnitError::journal)
     }
 }

@@ -80,13 +80,52 @@ pub struct SupervisorArgs {
 
 pub struct Supervisor;
 
+/// Where one child stands. A child's next instance is spawned only from `Stopped` or
+/// `RestartDue`, and only once the previous instance's termination has been seen: **one live
+/// instance per child, always**. A unit's replay at start can then only meet intents of an
+/// instance that has ended (the journal's claims refuse a superseded instance's appends as a
+/// second line, see `lvms_journal::Claim`).
+#[derive(Debug)]
+enum Slot {
+    Running(ActorId),
+    /// Told to stop; it finishes the message it is in. `then`: a start asked for meanwhile,
+    /// spawned once this instance has terminated.
+    Stopping {
+        id: ActorId,
+        then: Option<ChildSpec>,
+    },
+    /// Stopped on purpose (its object is gone), or a stop raced its own start.
+    Stopped,
+    /// Crashed; a `Restart` with this ticket spawns it after the restart delay (a stop or a
+    /// new start meanwhile changes the slot, and the stale ticket is ignored).
+    RestartDue(u64),
+}
+
+struct Child {
+    spec: ChildSpec,
+    slot: Slot,
+}
+
+impl std::fmt::Debug for ChildSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ChildSpec")
+            .field("name", &self.name)
+            .finish()
+    }
+}
+
 pub struct SupervisorState {
-    args: SupervisorArgs,
-    running: HashMap<ActorId, usize>,
+    policy: RestartPolicy,
+    readiness: Readiness,
+    on_restart: Option<RestartHook>,
+    /// Indexes are stable: a child stopped for good keeps its entry (and its name) for a
+    /// later start.
+    children: Vec<Child>,
+    /// Live instance → its child's index.
+    live: HashMap<ActorId, usize>,
     restarts: VecDeque<Instant>,
     restart_count: u64,
-    /// Children stopped on purpose (indexes stay stable; specs are not reused).
-    stopped: std::collections::HashSet<usize>,
+    next_ticket: u64,
 }
 
 impl SupervisorState {
@@ -96,9 +135,10 @@ impl SupervisorState {
 }
 
 pub enum SupervisorMsg {
-    /// Re-spawn child `index` (after the restart delay).
-    Restart(usize),
-    /// Add and start a child (e.g. one actor per LVMVolumeGroup that appears).
+    /// Re-spawn child `index` if its restart `ticket` is still the one due.
+    Restart(usize, u64),
+    /// Add and start a child (e.g. one actor per LVMVolumeGroup that appears). While an
+    /// instance of that name is still stopping, the start waits for it to end.
     Start(ChildSpec),
     /// Stop a child for good (its object is gone): no restart.
     Stop(String),
@@ -107,7 +147,7 @@ pub enum SupervisorMsg {
 impl std::fmt::Debug for SupervisorMsg {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            SupervisorMsg::Restart(i) => write!(f, "Restart({i})"),
+            SupervisorMsg::Restart(i, t) => write!(f, "Restart({i}, {t})"),
             SupervisorMsg::Start(c) => write!(f, "Start({})", c.name),
             SupervisorMsg::Stop(n) => write!(f, "Stop({n})"),
         }
@@ -124,18 +164,25 @@ impl Actor for Supervisor {
         myself: ActorRef<SupervisorMsg>,
         args: SupervisorArgs,
     ) -> Result<SupervisorState, ActorProcessingErr> {
-        let mut running = HashMap::new();
-        for (i, child) in args.children.iter().enumerate() {
-            let cell = (child.spawn)(myself.get_cell()).await?;
-            running.insert(cell.get_id(), i);
-        }
-        Ok(SupervisorState {
-            args,
-            running,
+        let mut state = SupervisorState {
+            policy: args.policy,
+            readiness: args.readiness,
+            on_restart: args.on_restart,
+            children: Vec::with_capacity(args.children.len()),
+            live: HashMap::new(),
             restarts: VecDeque::new(),
             restart_count: 0,
-            stopped: Default::default(),
-        })
+            next_ticket: 0,
+        };
+        for spec in args.children {
+            let cell = (spec.spawn)(myself.get_cell()).await?;
+            state.live.insert(cell.get_id(), state.children.len());
+            state.children.push(Child {
+                spec,
+                slot: Slot::Running(cell.get_id()),
+            });
+        }
+        Ok(state)
     }
 
     async fn handle(
@@ -144,56 +191,57 @@ impl Actor for Supervisor {
         msg: SupervisorMsg,
         state: &mut SupervisorState,
     ) -> Result<(), ActorProcessingErr> {
-        let i = match msg {
-            SupervisorMsg::Restart(i) => i,
+        match msg {
+            SupervisorMsg::Restart(i, ticket) => {
+                if matches!(state.children.get(i), Some(c) if matches!(c.slot, Slot::RestartDue(t) if t == ticket))
+                {
+                    self.spawn(&myself, state, i, "child restarted").await;
+                }
+            }
             SupervisorMsg::Start(spec) => {
-                match state.args.children.iter().position(|c| c.name == spec.name) {
-                    // Stopped earlier and back again: reuse its slot.
-                    Some(i) if state.stopped.remove(&i) => {
-                        state.args.children[i] = spec;
-                        i
+                let Some(i) = state.children.iter().position(|c| c.spec.name == spec.name) else {
+                    state.children.push(Child {
+                        spec,
+                        slot: Slot::Stopped,
+                    });
+                    let i = state.children.len() - 1;
+                    self.spawn(&myself, state, i, "child started").await;
+                    return Ok(());
+                };
+                let child = &mut state.children[i];
+                match &mut child.slot {
+                    Slot::Stopped => {
+                        child.spec = spec;
+                        self.spawn(&myself, state, i, "child started again").await;
                     }
-                    Some(_) => return Ok(()), // already supervised
-                    None => {
-                        state.args.children.push(spec);
-                        state.args.children.len() - 1
+                    Slot::Stopping { then, .. } => {
+                        info!(child = %spec.name, "start waits for the stopping instance to end");
+                        *then = Some(spec);
                     }
+                    // Already supervised (a restart due counts: it runs when due).
+                    Slot::Running(_) | Slot::RestartDue(_) => {}
                 }
             }
             SupervisorMsg::Stop(name) => {
-                if let Some(i) = state.args.children.iter().position(|c| c.name == name) {
-                    // Forget it first so its termination is not taken for a crash.
-                    let cells: Vec<ActorId> = state
-                        .running
-                        .iter()
-                        .filter(|(_, idx)| **idx == i)
-                        .map(|(id, _)| *id)
-                        .collect();
-                    for id in cells {
-                        state.running.remove(&id);
+                let Some(child) = state.children.iter_mut().find(|c| c.spec.name == name) else {
+                    return Ok(());
+                };
+                match &mut child.slot {
+                    Slot::Running(id) => {
+                        let id = *id;
+                        // Its termination is awaited (not taken for a crash): see `Stopping`.
                         if let Some(cell) =
                             myself.get_children().into_iter().find(|c| c.get_id() == id)
                         {
                             cell.stop(Some("stopped by supervisor".into()));
                         }
+                        child.slot = Slot::Stopping { id, then: None };
                     }
-                    state.stopped.insert(i);
+                    // The start queued behind that stop is withdrawn.
+                    Slot::Stopping { then, .. } => *then = None,
+                    Slot::RestartDue(_) => child.slot = Slot::Stopped,
+                    Slot::Stopped => {}
                 }
-                return Ok(());
-            }
-        };
-        if state.stopped.contains(&i) {
-            return Ok(());
-        }
-        let child = state.args.children[i].clone();
-        match (child.spawn)(myself.get_cell()).await {
-            Ok(cell) => {
-                info!(child = %child.name, "child restarted");
-                state.running.insert(cell.get_id(), i);
-            }
-            Err(e) => {
-                // A failed spawn counts as a crash: the intensity limit still applies.
-                self.on_exit(&myself, state, i, &format!("spawn failed: {e}"));
             }
         }
         Ok(())
@@ -206,7 +254,7 @@ impl Actor for Supervisor {
         myself: ActorRef<SupervisorMsg>,
         state: &mut SupervisorState,
     ) -> Result<(), ActorProcessingErr> {
-        state.running.clear(); // their exits are not crashes now
+        state.live.clear(); // their exits are not crashes now
         for child in myself.get_children() {
             // Best effort within the bound: a child that does not stop in time is dropped
             // with the process, and its open intent is replayed on the next start.
@@ -233,14 +281,57 @@ impl Actor for Supervisor {
             }
             _ => return Ok(()),
         };
-        if let Some(i) = state.running.remove(&cell.get_id()) {
-            self.on_exit(&myself, state, i, &why);
+        let id = cell.get_id();
+        let Some(i) = state.live.remove(&id) else {
+            return Ok(());
+        };
+        match std::mem::replace(&mut state.children[i].slot, Slot::Stopped) {
+            Slot::Running(running) if running == id => self.on_exit(&myself, state, i, &why),
+            Slot::Stopping { id: stopping, then } if stopping == id => {
+                info!(child = %state.children[i].spec.name, "child stopped");
+                if let Some(spec) = then {
+                    state.children[i].spec = spec;
+                    self.spawn(
+                        &myself,
+                        state,
+                        i,
+                        "child started after its predecessor ended",
+                    )
+                    .await;
+                }
+            }
+            // Not this instance's slot (cannot happen: one live instance per slot); keep it.
+            other => state.children[i].slot = other,
         }
         Ok(())
     }
 }
 
 impl Supervisor {
+    /// Spawn child `i`'s next instance (its slot is `Stopped` or `RestartDue`: no instance of
+    /// it is alive).
+    async fn spawn(
+        &self,
+        myself: &ActorRef<SupervisorMsg>,
+        state: &mut SupervisorState,
+        i: usize,
+        what: &str,
+    ) {
+        let spec = state.children[i].spec.clone();
+        match (spec.spawn)(myself.get_cell()).await {
+            Ok(cell) => {
+                info!(child = %spec.name, "{what}");
+                state.live.insert(cell.get_id(), i);
+                state.children[i].slot = Slot::Running(cell.get_id());
+            }
+            Err(e) => {
+                // A failed spawn counts as a crash: the intensity limit still applies.
+                state.children[i].slot = Slot::Stopped;
+                self.on_exit(myself, state, i, &format!("spawn failed: {e}"));
+            }
+        }
+    }
+
     fn on_exit(
         &self,
         myself: &ActorRef<SupervisorMsg>,
@@ -248,9 +339,9 @@ impl Supervisor {
         i: usize,
         why: &str,
     ) {
-        let name = state.args.children[i].name.clone();
+        let name = state.children[i].spec.name.clone();
         let now = Instant::now();
-        let policy = state.args.policy;
+        let policy = state.policy;
         state.restarts.push_back(now);
         while state
             .restarts
@@ -265,15 +356,18 @@ impl Supervisor {
                 policy.max_restarts, policy.within
             );
             error!(child = %name, "{msg}");
-            state.args.readiness.fail(&msg);
+            state.readiness.fail(&msg);
             myself.stop(Some(msg));
             return;
         }
         state.restart_count += 1;
-        if let Some(hook) = &state.args.on_restart {
+        if let Some(hook) = &state.on_restart {
             hook(&name);
         }
+        state.next_ticket += 1;
+        let ticket = state.next_ticket;
+        state.children[i].slot = Slot::RestartDue(ticket);
         warn!(child = %name, reason = why, restarts = state.restarts.len(), "child exited; restarting");
-        myself.send_after(policy.delay, move || SupervisorMsg::Restart(i));
+        myself.send_after(policy.delay, move || SupervisorMsg::Restart(i, ticket));
     }
 }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 use std::time::{Duration, Instant};
 
-use lvms_journal::{Done, Intent, Journal, ObjectRef, Record, Seq, Trace};
+use lvms_journal::{Claim, Done, Intent, Journal, ObjectRef, Record, Seq, Trace};
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use tokio::task::JoinHandle;
 use tracing::{Instrument, error, info, info_span, warn};
@@ -47,6 +47,14 @@ pub trait Unit: Send + Sync + 'static {
     /// none (vg-manager: the one the operator wrote on the LVMVolumeGroup).
     fn traceparent(&self) -> Option<String> {
         None
+    }
+
+    /// True when request handlers that live as long as the process (CSI RPCs, through
+    /// [`Steps::request`]) also journal steps under this unit's name. Such a unit's replay
+    /// resolves only what earlier processes left open: an open intent of this process belongs
+    /// to a request still in flight, which closes it itself.
+    fn serves_requests(&self) -> bool {
+        false
     }
 }
 
@@ -122,6 +130,8 @@ impl<U> Default for UnitActor<U> {
 
 pub struct UnitState<U> {
     args: UnitArgs<U>,
+    /// This instance's claim of its unit in the journal (see [`Claim`]).
+    claim: Claim,
     replayed: bool,
     resumed: Option<(Seq, ObjectRef)>,
     /// (ok, message) of the last journaled pass: passes that change nothing and report the
@@ -144,6 +154,9 @@ impl<U: Unit> Actor for UnitActor<U> {
         args: UnitArgs<U>,
     ) -> Result<UnitState<U>, ActorProcessingErr> {
         let name = args.unit.name().to_string();
+        // The supervisor starts an instance only once its predecessor has ended; the claim
+        // makes any other writer of this unit in this process unable to append from now on.
+        let claim = args.journal.claim(&name)?;
         let health = args.journal.rebuild::<UnitHealth>()?.state;
         let last_health = health.units.get(&name).map(|s| (s.ok, s.message.clone()));
         args.trigger.attach(Arc::new(move || {
@@ -152,6 +165,7 @@ impl<U: Unit> Actor for UnitActor<U> {
         }));
         Ok(UnitState {
             args,
+            claim,
             replayed: false,
             resumed: None,
             last_health,
@@ -175,7 +189,7 @@ impl<U: Unit> Actor for UnitActor<U> {
 
     async fn handle(
         &self,
-        _myself: ActorRef<UnitMsg>,
+        myself: ActorRef<UnitMsg>,
         msg: UnitMsg,
         state: &mut UnitState<U>,
     ) -> Result<(), ActorProcessingErr> {
@@ -212,21 +226,42 @@ impl<U: Unit> Actor for UnitActor<U> {
                     }
                     None => Trace::default(),
                 };
-                run_pass(state, trace).instrument(span).await;
+                let superseded = run_pass(state, trace).instrument(span).await;
                 state.last_pass_end = Some(tokio::time::Instant::now());
+                if superseded {
+                    // A newer instance holds the unit: this one must not retry, only end.
+                    error!(unit = %state.claim.unit(), instance = state.claim.instance(), "this unit instance was superseded; stopping it");
+                    myself.stop(Some("superseded by a newer instance of its unit".into()));
+                }
             }
         }
         Ok(())
     }
 }
 
+/// The seq below which this instance resolves open intents at start: those of earlier
+/// instances (all ended: the supervisor waits for them), or for a unit that also serves
+/// requests, those of earlier processes only.
+fn replay_before<U: Unit>(state: &UnitState<U>) -> Seq {
+    let since = state.claim.since();
+    if state.args.unit.serves_requests() {
+        since.min(state.args.journal.opened_at())
+    } else {
+        since
+    }
+}
+
 async fn replay<U: Unit>(state: &mut UnitState<U>, trace: Trace) -> Result<(), UnitError> {
+    let before = replay_before(state);
     let a = &state.args;
     let name = a.unit.name();
+    let claim = Some(state.claim.clone());
     let open = a
         .journal
         .open_intents_for(name)
-        .map_err(UnitError::journal)?;
+        .map_err(UnitError::journal)?
+        .into_iter()
+        .filter(|r| r.seq < before);
     let mut passes: Vec<(Seq, ObjectRef)> = Vec::new();
     for rec in open {
         let Record {
@@ -241,7 +276,14 @@ async fn replay<U: Unit>(state: &mut UnitState<U>, trace: Trace) -> Result<(), U
             passes.push((seq, intent.object));
             continue;
         }
-        let steps = Steps::new(a.journal.clone(), name.into(), a.epoch.clone(), trace, None);
+        let steps = Steps::new(
+            a.journal.clone(),
+            name.into(),
+            a.epoch.clone(),
+            trace,
+            None,
+            claim.clone(),
+        );
         let started = Instant::now();
         let result = a.unit.replay(&intent, &steps).await;
         match &result {
@@ -269,7 +311,14 @@ async fn replay<U: Unit>(state: &mut UnitState<U>, trace: Trace) -> Result<(), U
     // More than one open pass cannot happen with one writer per unit, but close extras anyway.
     let latest = passes.pop();
     for (seq, object) in passes {
-        let steps = Steps::new(a.journal.clone(), name.into(), a.epoch.clone(), trace, None);
+        let steps = Steps::new(
+            a.journal.clone(),
+            name.into(),
+            a.epoch.clone(),
+            trace,
+            None,
+            claim.clone(),
+        );
         steps.begin(object);
         steps.close(
             seq,
@@ -284,17 +333,22 @@ async fn replay<U: Unit>(state: &mut UnitState<U>, trace: Trace) -> Result<(), U
     Ok(())
 }
 
-async fn run_pass<U: Unit>(state: &mut UnitState<U>, trace: Trace) {
+/// One pass (after replay, the first time). Returns true when the journal refused an append
+/// because a newer instance of this unit holds its claim.
+async fn run_pass<U: Unit>(state: &mut UnitState<U>, trace: Trace) -> bool {
     if let Some(t) = state.requeue.take() {
         t.abort();
     }
     let name = state.args.unit.name().to_string();
     if !state.replayed {
         if let Err(e) = replay(state, trace).await {
+            if e.is_superseded() {
+                return true;
+            }
             error!(unit = %name, error = %e, "replay failed; retrying");
             schedule(state, backoff(state.failures));
             state.failures += 1;
-            return;
+            return false;
         }
         state.replayed = true;
     }
@@ -305,6 +359,7 @@ async fn run_pass<U: Unit>(state: &mut UnitState<U>, trace: Trace) {
         a.epoch.clone(),
         trace,
         state.resumed.take(),
+        Some(state.claim.clone()),
     )
     .with_hooks(a.trace.clone());
     let started = Instant::now();
@@ -318,11 +373,15 @@ async fn run_pass<U: Unit>(state: &mut UnitState<U>, trace: Trace) {
     };
     let journaled = match journal_pass(state, &steps, &result, &health) {
         Ok(seq) => seq,
+        Err(e) if e.is_superseded() => return true,
         Err(e) => {
             error!(unit = %name, error = %e, "could not journal the pass outcome");
             None
         }
     };
+    if result.as_ref().is_err_and(UnitError::is_superseded) {
+        return true;
+    }
     if let Some(seq) = journaled {
         faults::crash_point(faults::OUTCOME, &name);
         state.last_health = Some(health);
@@ -368,6 +427,7 @@ async fn run_pass<U: Unit>(state: &mut UnitState<U>, trace: Trace) {
             }
         }
     }
+    false
 }
 
 /// Close the pass intent (open if steps ran, or when health changed). Returns its Outcome seq.

@@ -198,3 +198,176 @@ async fn children_added_at_run_time_are_supervised_and_a_stopped_one_is_not_rest
         .unwrap();
     handle.await.unwrap();
 }
+
+async fn empty_supervisor(
+    policy: RestartPolicy,
+) -> (
+    ractor::ActorRef<lvms_actors::SupervisorMsg>,
+    tokio::task::JoinHandle<()>,
+) {
+    Actor::spawn(
+        None,
+        Supervisor,
+        SupervisorArgs {
+            children: vec![],
+            policy,
+            readiness: Readiness::default(),
+            on_restart: None,
+        },
+    )
+    .await
+    .expect("spawn supervisor")
+}
+
+/// Issue 41: a Stop and a Start of the same unit while its pass is held inside a step (intent
+/// durable, effect running) must not run a second instance beside it. Exactly one instance
+/// acts at a time; the new one starts after the old one ended and replays nothing, because
+/// nothing the old one began is left open.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_of_a_unit_waits_for_its_stopping_instance_to_end() {
+    let env = Env::new("sup-one-instance");
+    let unit = FakeUnit::new("vg/a");
+    unit.steps_per_pass.store(1, Ordering::SeqCst);
+    unit.hold_in_step.store(true, Ordering::SeqCst);
+    let spawned = Spawned::default();
+    let (sup, handle) = empty_supervisor(policy()).await;
+    let spec =
+        |t: &Trigger| child_spec_recording("vg/a", unit_args(&unit, &env.journal, t), &spawned);
+    sup.send_message(lvms_actors::SupervisorMsg::Start(spec(&Trigger::new())))
+        .unwrap();
+    wait_until("the first instance is inside its step", || {
+        unit.in_step.load(Ordering::SeqCst) == 1
+    })
+    .await;
+    let in_flight = env.journal.open_intents_for("vg/a").unwrap();
+    assert_eq!(
+        in_flight.len(),
+        2,
+        "the pass and its step are open: {in_flight:?}"
+    );
+
+    // The object went away and came back (the registry's Stop then Start).
+    sup.send_message(lvms_actors::SupervisorMsg::Stop("vg/a".into()))
+        .unwrap();
+    sup.send_message(lvms_actors::SupervisorMsg::Start(spec(&Trigger::new())))
+        .unwrap();
+    settle().await;
+    assert_eq!(
+        spawned.lock().unwrap().len(),
+        1,
+        "a second instance was started while the first was still in its step"
+    );
+    assert!(
+        unit.replayed().is_empty(),
+        "replayed an intent in flight: {:?}",
+        unit.replayed()
+    );
+
+    // The held step finishes; the old instance ends; only then the new one starts.
+    unit.hold_in_step.store(false, Ordering::SeqCst);
+    wait_until("the new instance", || spawned.lock().unwrap().len() == 2).await;
+    let cells = spawned.lock().unwrap().clone();
+    wait_until("the new instance's pass", || unit.passes() >= 2).await;
+    settle().await;
+    assert_eq!(cells[0].get_status(), ActorStatus::Stopped);
+    assert_eq!(cells[1].get_status(), ActorStatus::Running);
+    assert_eq!(
+        unit.max_in_step.load(Ordering::SeqCst),
+        1,
+        "two instances acted at once"
+    );
+    assert!(
+        unit.replayed().is_empty(),
+        "the new instance replayed {:?}",
+        unit.replayed()
+    );
+    assert!(
+        env.journal.open_intents().unwrap().is_empty(),
+        "every intent closed by the instance that opened it"
+    );
+    assert_eq!(
+        records(&env.journal)
+            .iter()
+            .filter(|r| matches!(&r.body, lvms_journal::Body::Outcome(o)
+                if matches!(&o.result, lvms_journal::OutcomeResult::Err { .. })))
+            .count(),
+        0,
+        "no failed outcome on a healthy stop and start"
+    );
+    assert_eq!(sup.get_children().len(), 1, "one live instance");
+    sup.stop_and_wait(None, Some(Duration::from_secs(3)))
+        .await
+        .unwrap();
+    handle.await.unwrap();
+}
+
+/// Issue 41: a stop during a crashed child's restart delay, then a start, must not leave the
+/// delayed restart to spawn a second instance beside the started one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_due_after_a_stop_and_start_does_not_spawn_a_second_instance() {
+    let env = Env::new("sup-stale-restart");
+    let unit = FakeUnit::new("vg/b");
+    unit.panic_once.store(true, Ordering::SeqCst);
+    let spawned = Spawned::default();
+    let slow = RestartPolicy {
+        delay: Duration::from_millis(400),
+        ..policy()
+    };
+    let (sup, handle) = empty_supervisor(slow).await;
+    let spec =
+        |t: &Trigger| child_spec_recording("vg/b", unit_args(&unit, &env.journal, t), &spawned);
+    sup.send_message(lvms_actors::SupervisorMsg::Start(spec(&Trigger::new())))
+        .unwrap();
+    wait_until("the first pass panicked", || {
+        unit.passes() == 1 && sup.get_children().is_empty()
+    })
+    .await;
+    // Within the restart delay: the object goes and comes back.
+    sup.send_message(lvms_actors::SupervisorMsg::Stop("vg/b".into()))
+        .unwrap();
+    sup.send_message(lvms_actors::SupervisorMsg::Start(spec(&Trigger::new())))
+        .unwrap();
+    wait_until("the started instance", || {
+        spawned.lock().unwrap().len() == 2
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(600)).await; // past the restart delay
+    assert_eq!(
+        spawned.lock().unwrap().len(),
+        2,
+        "the stale restart spawned another instance"
+    );
+    assert_eq!(sup.get_children().len(), 1, "one live instance");
+    sup.stop_and_wait(None, Some(Duration::from_secs(3)))
+        .await
+        .unwrap();
+    handle.await.unwrap();
+}
+
+/// Issue 41, the second line: two instances of one unit started side by side outside any
+/// supervisor. The older one's claim is superseded, so its next append is refused and it ends
+/// itself without acting; the newer one does the work.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_superseded_instance_cannot_act_and_ends_itself() {
+    let env = Env::new("sup-superseded");
+    let unit = FakeUnit::new("vg/c");
+    unit.steps_per_pass.store(1, Ordering::SeqCst);
+    unit.hold.store(true, Ordering::SeqCst); // each pass waits before its step
+    let (old, old_handle) = spawn_unit(unit_args(&unit, &env.journal, &Trigger::new())).await;
+    wait_until("the old instance's pass", || unit.passes() == 1).await;
+    let (new, new_handle) = spawn_unit(unit_args(&unit, &env.journal, &Trigger::new())).await;
+    wait_until("the new instance's pass", || unit.passes() == 2).await;
+    unit.hold.store(false, Ordering::SeqCst);
+    tokio::time::timeout(Duration::from_secs(3), old_handle)
+        .await
+        .expect("the superseded instance ends itself")
+        .unwrap();
+    wait_until("the new instance's step", || unit.effects().len() == 1).await;
+    settle().await;
+    assert_eq!(unit.effects().len(), 1, "only the current instance acted");
+    assert_eq!(old.get_status(), ActorStatus::Stopped);
+    assert_eq!(new.get_status(), ActorStatus::Running);
+    assert!(env.journal.open_intents().unwrap().is_empty());
+    stop(&new).await;
+    new_handle.await.unwrap();
+}

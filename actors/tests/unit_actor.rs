@@ -448,6 +448,54 @@ async fn replay_leaves_other_units_intents_alone() {
     assert_eq!(j.open_intent_seqs().unwrap(), [v_pass, v_step]);
 }
 
+/// Issue 41: a unit that also serves requests (the CSI services journal their RPCs' steps
+/// under its name) resolves only what an earlier process left open. An intent a request of
+/// this process has in flight is the request's to close; replaying it beside the request
+/// would act twice (a gate resumed mid-reload, an Event told twice).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_unit_serving_requests_replays_only_what_earlier_processes_left() {
+    let env = Env::new("replay-requests");
+    let (_, earlier) = crash_leftovers(&env.journal, "csi");
+    let env = env.reopen(); // a new process
+    let j = env.journal.clone();
+    // A request of this process, in flight (its intent durable, its effect running).
+    let in_flight = j
+        .append_intent(
+            intent(
+                "csi",
+                object("ConfigMap", "cm-r"),
+                "apply",
+                "csi/apply/cm-r",
+            ),
+            Trace::default(),
+        )
+        .unwrap();
+    let unit = FakeUnit::new("csi");
+    unit.serves_requests.store(true, Ordering::SeqCst);
+    let (actor, _) = spawn_unit(unit_args(&unit, &j, &Trigger::new())).await;
+    wait_until("the first pass", || unit.passes() == 1).await;
+    // Restarted within the process (a crash of the unit's actor): the same holds.
+    stop(&actor).await;
+    let (actor, _) = spawn_unit(unit_args(&unit, &j, &Trigger::new())).await;
+    wait_until("the restarted instance's pass", || unit.passes() == 2).await;
+    stop(&actor).await;
+    let replayed: Vec<String> = unit
+        .replayed()
+        .iter()
+        .map(|i| i.idempotency_key.clone())
+        .collect();
+    assert_eq!(
+        replayed,
+        ["csi/apply/cm-0/digest-0"],
+        "only the earlier process's intent"
+    );
+    assert!(!j.is_open(earlier).unwrap());
+    assert!(
+        j.is_open(in_flight).unwrap(),
+        "the request's own intent is left to it"
+    );
+}
+
 /// A batch of independent steps: every intent is durable (in one append) before any effect
 /// runs, each effect gets its own outcome, and the first error comes back after all of them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

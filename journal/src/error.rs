@@ -64,6 +64,19 @@ pub enum JournalError {
     #[error("stale lease epoch {epoch}: the journal has already seen epoch {current}")]
     StaleEpoch { epoch: u64, current: u64 },
 
+    #[error(
+        "unit {unit}: instance {instance} was superseded by instance {current}, so its append is \
+         refused (one live writer per unit); the newer instance resolves what this one left open"
+    )]
+    Superseded {
+        unit: String,
+        instance: u64,
+        current: u64,
+    },
+
+    #[error("a claim of unit {claimed} cannot append for unit {unit}")]
+    ClaimMismatch { claimed: String, unit: String },
+
     #[error("projection {name}: {reason}")]
     Projection { name: &'static str, reason: String },
 

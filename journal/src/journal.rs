@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use crate::claim::Claim;
 use crate::codec;
 use crate::error::{CorruptRecord, JournalError, Result};
 use crate::index;
@@ -103,6 +104,9 @@ pub(crate) struct Writer {
     /// What an outcome copies from its intent, for intents staged by this process and not yet
     /// closed (so closing one needs no store read); others are read from the store.
     open_here: std::collections::HashMap<Seq, (String, ObjectRef, Vec<ObjectRef>)>,
+    /// Unit → the instance that holds its claim now (see [`Claim`]).
+    claims: std::collections::HashMap<Arc<str>, u64>,
+    last_instance: u64,
 }
 
 pub struct Journal {
@@ -124,6 +128,8 @@ pub struct Journal {
     /// Records from this seq on are in the object index; older ones (written before format 4)
     /// are found by scanning.
     object_index_from: Seq,
+    /// The first seq this process could write: lower ones were written by earlier processes.
+    opened_at: Seq,
     _copy: Option<tempfile::TempDir>,
 }
 
@@ -347,6 +353,8 @@ impl Journal {
                 closing: Default::default(),
                 failed: None,
                 open_here: Default::default(),
+                claims: Default::default(),
+                last_instance: 0,
             }),
             committing: Mutex::new(false),
             committed: Condvar::new(),
@@ -356,6 +364,7 @@ impl Journal {
             path,
             observer: OnceLock::new(),
             object_index_from,
+            opened_at: next_seq,
             _copy: copy,
         })
     }
@@ -396,6 +405,45 @@ impl Journal {
         self.writer.lock().map_err(|_| JournalError::Poisoned)
     }
 
+    /// The first seq this process could have written: every record below it was written
+    /// before this journal was opened (by an earlier process).
+    pub fn opened_at(&self) -> Seq {
+        self.opened_at
+    }
+
+    /// Become the one live writer of `unit` in this process: appends under any earlier claim
+    /// of it are refused from now on ([`JournalError::Superseded`]).
+    pub fn claim(&self, unit: &str) -> Result<Claim> {
+        let mut w = self.lock()?;
+        w.last_instance += 1;
+        let claim = Claim {
+            unit: Arc::from(unit),
+            instance: w.last_instance,
+            since: w.next_seq,
+        };
+        w.claims.insert(claim.unit.clone(), claim.instance);
+        Ok(claim)
+    }
+
+    /// Refuses an append for `unit` under `claim` unless that claim is the unit's current one.
+    fn check_claim(w: &Writer, claim: Option<&Claim>, unit: &str) -> Result<()> {
+        let Some(c) = claim else { return Ok(()) };
+        if &*c.unit != unit {
+            return Err(JournalError::ClaimMismatch {
+                claimed: c.unit.to_string(),
+                unit: unit.to_string(),
+            });
+        }
+        match w.claims.get(unit) {
+            Some(&current) if current == c.instance => Ok(()),
+            current => Err(JournalError::Superseded {
+                unit: unit.to_string(),
+                instance: c.instance,
+                current: current.copied().unwrap_or(0),
+            }),
+        }
+    }
+
     /// The seq the next append will get.
     pub fn next_seq(&self) -> Result<Seq> {
         Ok(self.lock()?.next_seq)
@@ -429,12 +477,23 @@ impl Journal {
     /// [`Journal::append_intents`] with a trace context per intent (intents of different
     /// spans made durable by one flush: a pass's own intent and its first step's).
     pub fn append_intents_traced(&self, intents: Vec<(Intent, Trace)>) -> Result<Vec<Seq>> {
+        self.append_intents_claimed(None, intents)
+    }
+
+    /// [`Journal::append_intents_traced`] by the holder of `claim` (a unit's instance): refused
+    /// as a whole, before anything is staged, when that claim has been superseded.
+    pub fn append_intents_claimed(
+        &self,
+        claim: Option<&Claim>,
+        intents: Vec<(Intent, Trace)>,
+    ) -> Result<Vec<Seq>> {
         let started = Instant::now();
         let mut seqs = Vec::with_capacity(intents.len());
         {
             let mut w = self.lock()?;
             for (intent, _) in &intents {
                 Self::check_epoch(&w, intent)?;
+                Self::check_claim(&w, claim, &intent.unit)?;
             }
             for (intent, trace) in intents {
                 seqs.push(self.stage(&mut w, Body::Intent(intent), trace)?);
@@ -464,11 +523,28 @@ impl Journal {
         duration: Duration,
         trace: Trace,
     ) -> Result<Seq> {
+        self.append_outcome_claimed(None, intent_seq, result, duration, trace)
+    }
+
+    /// [`Journal::append_outcome`] by the holder of `claim`: refused when that claim has been
+    /// superseded (the intent stays open for the current instance to resolve).
+    pub fn append_outcome_claimed(
+        &self,
+        claim: Option<&Claim>,
+        intent_seq: Seq,
+        result: OutcomeResult,
+        duration: Duration,
+        trace: Trace,
+    ) -> Result<Seq> {
         let started = Instant::now();
         let (seq, durable) = {
             let mut w = self.lock()?;
             if w.closing.contains_key(&intent_seq) {
                 return Err(JournalError::IntentNotOpen { seq: intent_seq });
+            }
+            // Staged here: the claim is checked against its unit before it leaves the map.
+            if let Some((unit, _, _)) = w.open_here.get(&intent_seq) {
+                Self::check_claim(&w, claim, unit)?;
             }
             let (unit, object, regarding) = match w.open_here.remove(&intent_seq) {
                 Some(header) => header,
@@ -484,7 +560,10 @@ impl Journal {
                         Some(Record {
                             body: Body::Intent(i),
                             ..
-                        }) => (i.unit, i.object, i.regarding),
+                        }) => {
+                            Self::check_claim(&w, claim, &i.unit)?;
+                            (i.unit, i.object, i.regarding)
+                        }
                         _ => return Err(JournalError::IntentNotOpen { seq: intent_seq }),
                     }
                 }

@@ -11,6 +11,7 @@
 //!   seq gaps and index disagreements; [`render`] formats query results for the CLI.
 
 mod checkpoint;
+mod claim;
 pub mod codec;
 mod error;
 mod index;
@@ -29,6 +30,7 @@ mod test_support;
 mod time;
 mod verify;
 
+pub use claim::Claim;
 pub use error::{CorruptRecord, JournalError, Result, StoreError};
 pub use journal::{
     AppendObserver, COPY_PATIENCE, COPY_QUIET, Clock, FlushPolicy, Journal, JournalConfig,

@@ -541,3 +541,74 @@ fn concurrent_durable_appends_lose_nothing_and_batches_are_consecutive() {
     assert!(j.verify().unwrap().is_clean());
     assert_eq!(j.open_intent_seqs().unwrap().len(), 405);
 }
+
+/// Issue 41: one live writer per unit. A later claim of a unit supersedes the earlier one:
+/// the superseded holder can neither intend nor close, the current one can, other units and
+/// unclaimed appends are not affected, and `since` bounds what the new holder may replay.
+#[test]
+fn a_superseded_claim_can_no_longer_append_for_its_unit() {
+    let dir = tmp();
+    let j = Journal::open(dir.path()).unwrap();
+    assert_eq!(j.opened_at(), 1);
+    let old = j.claim("vg/a").unwrap();
+    let in_flight = j
+        .append_intents_claimed(Some(&old), vec![(intent("vg/a", "c", "k1"), trace(1))])
+        .unwrap()[0];
+    let new = j.claim("vg/a").unwrap();
+    assert!(new.instance() > old.instance());
+    assert_eq!(
+        new.since(),
+        in_flight + 1,
+        "the old instance's intent is below it"
+    );
+
+    let refused = j
+        .append_intents_claimed(Some(&old), vec![(intent("vg/a", "c", "k2"), trace(1))])
+        .unwrap_err();
+    assert!(
+        matches!(&refused, JournalError::Superseded { unit, instance, current }
+            if unit == "vg/a" && *instance == old.instance() && *current == new.instance()),
+        "{refused:?}"
+    );
+    assert!(
+        refused.to_string().contains("one live writer per unit"),
+        "{refused}"
+    );
+    assert!(matches!(
+        j.append_outcome_claimed(Some(&old), in_flight, ok(), Duration::ZERO, trace(1)),
+        Err(JournalError::Superseded { .. })
+    ));
+    assert_eq!(
+        j.open_intent_seqs().unwrap(),
+        vec![in_flight],
+        "the refused outcome left the intent open for the current instance"
+    );
+    j.append_outcome_claimed(Some(&new), in_flight, ok(), Duration::ZERO, trace(1))
+        .unwrap();
+    j.append_intents_claimed(Some(&new), vec![(intent("vg/a", "c", "k3"), trace(1))])
+        .unwrap();
+    // A claim speaks for its own unit only; other units and unclaimed appends go on.
+    assert!(matches!(
+        j.append_intents_claimed(Some(&new), vec![(intent("vg/b", "c", "k4"), trace(1))]),
+        Err(JournalError::ClaimMismatch { .. })
+    ));
+    let left = j
+        .append_intent(intent("vg/a", "c", "k5"), trace(1))
+        .unwrap();
+    let b = j.claim("vg/b").unwrap();
+    j.append_intents_claimed(Some(&b), vec![(intent("vg/b", "c", "k6"), trace(1))])
+        .unwrap();
+    drop(j);
+    // Claims are per process: a reopened journal starts with none and knows where it began;
+    // an intent of the earlier process (read from the store, not from memory) is checked too.
+    let j = Journal::open(dir.path()).unwrap();
+    assert_eq!(j.opened_at(), 6);
+    let (old, new) = (j.claim("vg/a").unwrap(), j.claim("vg/a").unwrap());
+    assert_eq!((old.since(), new.since()), (6, 6));
+    assert!(matches!(
+        j.append_outcome_claimed(Some(&old), left, ok(), Duration::ZERO, trace(1)),
+        Err(JournalError::Superseded { .. })
+    ));
+    j.append_outcome_claimed(Some(&new), left, ok(), Duration::ZERO, trace(1))
+        .unwrap();
+}

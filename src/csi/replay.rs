@@ -25,6 +25,12 @@ impl Unit for CsiControllerUnit {
         UNIT
     }
 
+    /// The CSI RPCs journal their steps under this unit: replay only what earlier processes
+    /// left, never an RPC of this one still in flight.
+    fn serves_requests(&self) -> bool {
+        true
+    }
+
     async fn reconcile(&self, _steps: &Steps) -> Result<Pass, UnitError> {
         Ok(Pass {
             summary: "serving the CSI controller".into(),

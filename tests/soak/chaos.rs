@@ -10,8 +10,10 @@ use lvms_testkit::process::tail;
 use crate::plan::{CyclePlan, Follow, Phase};
 use crate::who::Who;
 
-/// After a cycle: processes up and ready, then this long for publishers and sled to settle.
+/// After a cycle: processes up and ready, then this long for publishers and sled to settle
+/// (after kills: restarted publishers rescan; without kills a shorter quiet moment does).
 const SETTLE: Duration = Duration::from_secs(3);
+const SETTLE_WITHOUT_KILLS: Duration = Duration::from_secs(1);
 
 #[derive(Default)]
 struct Slot {
@@ -309,7 +311,12 @@ impl<'a> Chaos<'a> {
             if !self.until_ready(&Who::ALL, deadline).await {
                 return false;
             }
-            let quiet_until = Instant::now() + SETTLE;
+            let settle = if self.random_kills + self.fault_kills + self.faults_armed == 0 {
+                SETTLE_WITHOUT_KILLS
+            } else {
+                SETTLE
+            };
+            let quiet_until = Instant::now() + settle;
             self.until(quiet_until, || async { None::<()> }).await;
             if Who::ALL.iter().all(|w| self.ready(*w)) {
                 return true;

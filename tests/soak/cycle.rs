@@ -59,18 +59,19 @@ pub(crate) struct Soak<'a> {
     pub(crate) timeline: Timeline,
     pub(crate) report: Report,
     pub(crate) not_converged_in_a_row: u32,
+    /// Names every cycle reuses (a user applying the same manifest again): the LVMCluster's,
+    /// and its two device classes' (so each volume group's unit is stopped and started again
+    /// by name across cycles).
+    pub(crate) names: [String; 3],
 }
 
 impl Soak<'_> {
-    /// Runs cycle `k`; returns false when the soak should stop.
-    pub(crate) async fn run_cycle(&mut self, k: usize, plan: &CyclePlan) -> bool {
-        let pid = std::process::id();
-        let c = Cycle {
-            k,
-            name: format!("soak-{k}"),
-            vga: format!("a{pid}k{k}"),
-            vgb: format!("b{pid}k{k}"),
-        };
+    /// Runs cycle `k`; returns false when the soak should stop. With `rest`, the cycle ends at
+    /// rest with its checks; without, the next cycle's create follows the delete at once (the
+    /// churn), and the checks run once the run is over.
+    pub(crate) async fn run_cycle(&mut self, k: usize, plan: &CyclePlan, rest: bool) -> bool {
+        let [name, vga, vgb] = self.names.clone();
+        let c = Cycle { k, name, vga, vgb };
         let cycle_started = Instant::now();
         let tk = self.timeline.begin();
         assert_eq!(tk, k, "cycle numbering");
@@ -225,6 +226,25 @@ impl Soak<'_> {
             );
         }
         let converged = reached_ready && gone;
+        if !rest {
+            println!(
+                "cycle {k}: {} in {:.1}s (ready {:.1}s, edit {:.1}s, delete {:.1}s); no rest",
+                if converged {
+                    "converged"
+                } else {
+                    "NOT converged"
+                },
+                cycle_started.elapsed().as_secs_f64(),
+                ready_took.as_secs_f64(),
+                edit_took.as_secs_f64(),
+                delete_took.as_secs_f64(),
+            );
+            if !converged {
+                self.not_converged_in_a_row += 1;
+                return false;
+            }
+            return true;
+        }
 
         // At rest: every process up and ready, nothing scheduled.
         self.chaos.begin_phase("rest");

@@ -9,8 +9,15 @@
 //! intents, one vgcreate effect per VG, Events aimed at objects of another cycle, and Event
 //! series counts against the journals' Published records.
 //!
-//! `cargo test --test soak` runs 10 cycles with seed 1; `LVMS_SOAK_SEED=<n>` and
-//! `LVMS_SOAK_CYCLES=100` for other seeds and the long run (root, lvm2, loop devices).
+//! Every cycle reuses the same names (the LVMCluster's and its classes'), as a user applying
+//! the same manifest again does: each volume group's unit is stopped and started again by name,
+//! right after its previous incarnation's teardown. Check 7 then holds each cycle to one live
+//! instance per unit: no failed host step in a cycle without kills, no host command twice
+//! unless replay proved the first not done.
+//!
+//! `cargo test --test soak` runs both tests: the kill soak (10 cycles, seed 1;
+//! `LVMS_SOAK_SEED=<n>`, `LVMS_SOAK_CYCLES=100` for the long run) and the churn without kills
+//! (20 cycles; `LVMS_CHURN_CYCLES=200`). Root, lvm2, loop devices.
 // Test code: a panic is a failed test, and its output is the report.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
@@ -57,8 +64,28 @@ fn env_u64(name: &str) -> Option<u64> {
     )
 }
 
+/// One soak run at a time in this binary: both tests own the cluster-scoped CSIDriver and the
+/// host's lvm2.
+static ONE_RUN: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn seeded_random_kills_converge_and_leave_nothing_behind() {
+    let _one = ONE_RUN.lock().await;
+    let seed = env_u64("LVMS_SOAK_SEED").unwrap_or(1);
+    let cycles = env_u64("LVMS_SOAK_CYCLES").unwrap_or(10) as usize;
+    run("soak", seed, cycles, true).await;
+}
+
+/// Issue 41: create → Ready → edit → delete at full speed with the same names, no kill at all.
+/// Every host command must run once and none may fail.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn churn_without_kills_runs_each_host_command_once() {
+    let _one = ONE_RUN.lock().await;
+    let cycles = env_u64("LVMS_CHURN_CYCLES").unwrap_or(20) as usize;
+    run("churn", 1, cycles, false).await;
+}
+
+async fn run(tag: &str, seed: u64, cycles: usize, kills: bool) {
     require_prerequisites();
     // SAFETY: geteuid has no preconditions.
     let euid = unsafe { libc::geteuid() };
@@ -66,12 +93,13 @@ async fn seeded_random_kills_converge_and_leave_nothing_behind() {
         euid, 0,
         "the soak needs root (loop devices, lvm2 on them): run it as root on a host or in a privileged container"
     );
-    let seed = env_u64("LVMS_SOAK_SEED").unwrap_or(1);
-    let cycles = env_u64("LVMS_SOAK_CYCLES").unwrap_or(10) as usize;
     let started = Instant::now();
-    println!("soak: seed {seed}, {cycles} cycles (LVMS_SOAK_SEED / LVMS_SOAK_CYCLES)");
+    println!(
+        "{tag}: seed {seed}, {cycles} cycles, kills {}",
+        if kills { "on" } else { "off" }
+    );
 
-    let s = Scenario::new("soak").await;
+    let s = Scenario::new(tag).await;
     let disks_dir = s.dir.join("disks");
     let disk_a = Disk::new(&disks_dir, "soak-a", 128);
     let disk_b = Disk::new(&disks_dir, "soak-b", 128);
@@ -105,6 +133,11 @@ async fn seeded_random_kills_converge_and_leave_nothing_behind() {
         timeline: Timeline::default(),
         report: Report::default(),
         not_converged_in_a_row: 0,
+        names: {
+            // Unique to this process on the shared host lvm2; the same in every cycle.
+            let p = format!("{}{}", &tag[..1], std::process::id());
+            [p.clone(), format!("{p}a"), format!("{p}b")]
+        },
     };
     soak.timeline.begin(); // cycle 0: setup
     let setup_deadline = Instant::now() + Duration::from_secs(60);
@@ -116,10 +149,13 @@ async fn seeded_random_kills_converge_and_leave_nothing_behind() {
     );
 
     let mut rng = Rng(seed);
-    let pid = std::process::id();
     let mut done = 0;
     for k in 1..=cycles {
-        let plan = CyclePlan::draw(&mut rng, &format!("a{pid}k{k}"), &format!("b{pid}k{k}"));
+        let plan = if kills {
+            CyclePlan::draw(&mut rng, &soak.names[1], &soak.names[2])
+        } else {
+            CyclePlan::churn(&mut rng)
+        };
         println!(
             "cycle {k}: plan {} random kill(s) {:?}, fault {:?}",
             plan.kills.len(),
@@ -131,11 +167,14 @@ async fn seeded_random_kills_converge_and_leave_nothing_behind() {
                 .as_ref()
                 .map(|f| format!("{}@{:?} {}", f.who, f.phase, f.spec))
         );
-        let go_on = soak.run_cycle(k, &plan).await;
+        let go_on = soak.run_cycle(k, &plan, kills).await;
         done = k;
         if !go_on {
             break;
         }
+    }
+    if !kills {
+        soak.after_churn(done).await;
     }
     // The end of the run: Events once more (late publications of the last cycle).
     let _ = soak.chaos.quiesce().await;
@@ -183,13 +222,13 @@ async fn seeded_random_kills_converge_and_leave_nothing_behind() {
         *by_kind.entry(v.kind).or_default() += 1;
     }
     if !report.list.is_empty() {
-        println!("soak violations (seed {seed}):");
+        println!("{tag} violations (seed {seed}):");
         for v in &report.list {
             println!("  cycle {} seed {seed} [{}] {}", v.cycle, v.kind, v.detail);
         }
     }
     println!(
-        "soak summary: seed {seed}, cycles {done}/{cycles}, kills {} random / {} fault-point ({} armed), violations {} {:?}, elapsed {:.1}s (logs and journals: {})",
+        "{tag} summary: seed {seed}, cycles {done}/{cycles}, kills {} random / {} fault-point ({} armed), violations {} {:?}, elapsed {:.1}s (logs and journals: {})",
         soak.chaos.random_kills,
         soak.chaos.fault_kills,
         soak.chaos.faults_armed,
@@ -200,7 +239,7 @@ async fn seeded_random_kills_converge_and_leave_nothing_behind() {
     );
     assert!(
         report.list.is_empty(),
-        "soak (seed {seed}) found {} violation(s) {by_kind:?}; see the list above",
+        "{tag} (seed {seed}) found {} violation(s) {by_kind:?}; see the list above",
         report.list.len()
     );
 }

@@ -52,6 +52,15 @@ pub(crate) struct CyclePlan {
 }
 
 impl CyclePlan {
+    /// A cycle with no kill and no fault point: pure churn.
+    pub(crate) fn churn(rng: &mut Rng) -> CyclePlan {
+        CyclePlan {
+            kills: Vec::new(),
+            fault: None,
+            edit_value: format!("e{:08x}", rng.next_u64() as u32),
+        }
+    }
+
     pub(crate) fn draw(rng: &mut Rng, vga: &str, vgb: &str) -> CyclePlan {
         let n = match rng.below(10) {
             0..=1 => 0,

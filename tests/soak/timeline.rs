@@ -24,6 +24,11 @@ impl Timeline {
         self.starts.len() - 1
     }
 
+    /// When cycle `k` began (its records are those at or after it: cycles end at rest).
+    pub(crate) fn start_ms(&self, k: usize) -> u64 {
+        self.starts.get(k).copied().unwrap_or(0)
+    }
+
     pub(crate) fn cycle_of(&self, ms: u64) -> usize {
         self.starts.partition_point(|s| *s <= ms).saturating_sub(1)
     }

@@ -239,6 +239,13 @@ pub struct FakeUnit {
     pub steps_per_pass: AtomicU32,
     /// While true, a pass waits (after `begin`, before its steps).
     pub hold: AtomicBool,
+    /// While true, a step's effect waits inside the step (its intent durable, its outcome not
+    /// yet written): a pass held mid-step, as a slow host command holds it.
+    pub hold_in_step: AtomicBool,
+    /// Step effects running now, and the most ever running at once (across every instance of
+    /// the unit: two means two instances acted side by side).
+    pub in_step: AtomicU32,
+    pub max_in_step: AtomicU32,
     /// When set, the pass returns this error (after its steps).
     pub fail: Mutex<Option<UnitError>>,
     /// Panic on the next pass only.
@@ -251,6 +258,8 @@ pub struct FakeUnit {
     pub check_durable: AtomicBool,
     /// Replays that fail (retryably: the world could not be read) before one succeeds.
     pub replay_failures: AtomicU32,
+    /// Request handlers journal under this unit too ([`Unit::serves_requests`]).
+    pub serves_requests: AtomicBool,
     passes: AtomicU64,
     log: Mutex<Vec<String>>,
     effects: Mutex<Vec<EffectView>>,
@@ -265,7 +274,11 @@ impl FakeUnit {
             subject: Mutex::new(Some(subject())),
             steps_per_pass: AtomicU32::new(0),
             replay_failures: AtomicU32::new(0),
+            serves_requests: AtomicBool::new(false),
             hold: AtomicBool::new(false),
+            hold_in_step: AtomicBool::new(false),
+            in_step: AtomicU32::new(0),
+            max_in_step: AtomicU32::new(0),
             fail: Mutex::new(None),
             panic_once: AtomicBool::new(false),
             panic_always: AtomicBool::new(false),
@@ -317,6 +330,10 @@ impl Unit for FakeUnit {
         &self.name
     }
 
+    fn serves_requests(&self) -> bool {
+        self.serves_requests.load(Ordering::SeqCst)
+    }
+
     async fn reconcile(&self, steps: &Steps) -> Result<Pass, UnitError> {
         let n = self.passes.fetch_add(1, Ordering::SeqCst) + 1;
         self.push_log(format!("reconcile:{n}"));
@@ -340,6 +357,12 @@ impl Unit for FakeUnit {
             let path = self.journal_path.lock().unwrap().clone();
             steps
                 .run(spec, || async move {
+                    let now = self.in_step.fetch_add(1, Ordering::SeqCst) + 1;
+                    self.max_in_step.fetch_max(now, Ordering::SeqCst);
+                    while self.hold_in_step.load(Ordering::SeqCst) {
+                        tokio::time::sleep(Duration::from_millis(5)).await;
+                    }
+                    self.in_step.fetch_sub(1, Ordering::SeqCst);
                     let open = journal
                         .open_intents_for(&self.name)
                         .map_err(UnitError::journal)?;

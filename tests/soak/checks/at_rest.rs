@@ -20,7 +20,7 @@ use crate::seen::record_seen;
 use crate::who::Who;
 
 impl Soak<'_> {
-    /// Checks 2-6 for cycle `c`; returns true when something was left behind.
+    /// Checks 2-7 for cycle `c`; returns true when something was left behind.
     pub(crate) async fn check_at_rest(&mut self, c: &Cycle) -> bool {
         let k = c.k;
         let mut left = false;
@@ -247,11 +247,16 @@ impl Soak<'_> {
             }
         }
 
-        // 4. One vgcreate effect per VG.
+        // 4. One vgcreate effect per VG, and 7. every host command once, none failing in a
+        // cycle without kills (the names are reused: only this cycle's records count).
+        let since = self.timeline.start_ms(k);
+        let killed = self.chaos.cycle_random + self.chaos.cycle_fault > 0;
         for (who, recs) in &journals {
             let Some(node) = who.node() else { continue };
             let vg = c.vg_of(node);
-            self.check_vgcreate(k, node, vg, recs);
+            let cycle: Vec<Record> = recs.iter().filter(|r| r.at_ms >= since).cloned().collect();
+            self.check_vgcreate(k, node, vg, &cycle);
+            self.check_host_commands(k, node, recs, since..u64::MAX, killed);
         }
 
         // 5 and 6. Events.

@@ -2,5 +2,7 @@
 //! by the cycle itself in `cycle.rs`).
 
 mod at_rest;
+mod churn;
 mod events;
+mod host_commands;
 mod vgcreate;
