@@ -1,6 +1,8 @@
-//! The module dependency graph of each crate is a DAG: no two top-level modules of a crate
-//! use each other, directly or through others (issue 13: api / journal / node at the bottom,
-//! then actors and kube, then operator / vgmanager, then cli).
+//! The module dependency graph of each crate, and of each folder in it, is a DAG: no two
+//! modules side by side (a crate's top-level modules; the files and subfolders of one folder)
+//! use each other, directly or through others (api / journal / node at the bottom, then actors
+//! and kube, then operator / vgmanager, then cli; inside a folder, e.g. `node/` → `vg/`,
+//! `volume/` over `report`, `commands`).
 //!
 //! A module's edges are the `crate::<m>` paths its non-test code names (and `super::<m>` where
 //! `super` is the crate root); `#[cfg(test)] mod tests` blocks are left out, since a test may
@@ -28,12 +30,25 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// The top-level module a file belongs to (`None` for the crate root files).
-fn top_module(root: &Path, file: &Path) -> Option<String> {
-    let rel = file.strip_prefix(root).ok()?;
+/// The child module of `dir` a file belongs to (`None` for `dir`'s own root files: `lib.rs`,
+/// `main.rs`, `mod.rs`).
+fn child_module(dir: &Path, file: &Path) -> Option<String> {
+    let rel = file.strip_prefix(dir).ok()?;
     let first = rel.components().next()?.as_os_str().to_string_lossy();
     let name = first.trim_end_matches(".rs").to_string();
-    (!matches!(name.as_str(), "lib" | "main")).then_some(name)
+    (!matches!(name.as_str(), "lib" | "main" | "mod")).then_some(name)
+}
+
+/// Whether `super::` in `file` names `dir`'s module: `dir/x.rs` and `dir/x/mod.rs`.
+fn super_is(dir: &Path, file: &Path) -> bool {
+    match file.parent() {
+        Some(p) if p == dir => !matches!(
+            file.file_name().and_then(|n| n.to_str()),
+            Some("mod.rs" | "lib.rs" | "main.rs")
+        ),
+        Some(p) => p.parent() == Some(dir) && file.file_name().is_some_and(|n| n == "mod.rs"),
+        None => false,
+    }
 }
 
 /// Source without `#[cfg(test)]` items (a `mod tests { ... }` block or one item).
@@ -128,13 +143,15 @@ fn segments_after(src: &str, prefix: &str) -> BTreeSet<String> {
     out
 }
 
-fn graph(root: &Path) -> Graph {
+/// The graph of `dir`'s child modules; `path` is `dir`'s module path (`crate::` for a crate's
+/// root, `crate::node::` for `src/node/`).
+fn graph(dir: &Path, path: &str) -> Graph {
     let mut files = Vec::new();
-    rust_files(root, &mut files);
-    let modules: BTreeSet<String> = files.iter().filter_map(|f| top_module(root, f)).collect();
+    rust_files(dir, &mut files);
+    let modules: BTreeSet<String> = files.iter().filter_map(|f| child_module(dir, f)).collect();
     let mut g = Graph::new();
     for f in &files {
-        let Some(from) = top_module(root, f) else {
+        let Some(from) = child_module(dir, f) else {
             continue;
         };
         let text = std::fs::read_to_string(f).expect("read source");
@@ -145,9 +162,8 @@ fn graph(root: &Path) -> Graph {
             .collect::<Vec<_>>()
             .join("\n");
         let src = without_tests(&code);
-        let mut names = segments_after(&src, "crate::");
-        // `super::` names a crate-level module only in files directly under the root.
-        if f.parent() == Some(root) {
+        let mut names = segments_after(&src, path);
+        if super_is(dir, f) {
             names.extend(segments_after(&src, "super::"));
         }
         let edges = g.entry(from.clone()).or_default();
@@ -158,6 +174,25 @@ fn graph(root: &Path) -> Graph {
         }
     }
     g
+}
+
+/// Every folder under `dir` that is a module (its own graph), with its module path.
+fn folders(dir: &Path, path: &str, out: &mut Vec<(PathBuf, String)>) {
+    out.push((dir.to_path_buf(), path.to_string()));
+    let mut subdirs: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| e.expect("dir entry").path())
+        .filter(|p| p.is_dir())
+        .collect();
+    subdirs.sort();
+    for sub in subdirs {
+        let name = sub
+            .file_name()
+            .expect("name")
+            .to_string_lossy()
+            .into_owned();
+        folders(&sub, &format!("{path}{name}::"), out);
+    }
 }
 
 /// Strongly connected components with more than one module (Tarjan).
@@ -243,12 +278,24 @@ fn describe(g: &Graph, scc: &[String]) -> String {
 fn no_crate_has_a_module_import_cycle() {
     let base = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut found = Vec::new();
-    for dir in ["src", "actors/src", "journal/src"] {
-        let g = graph(&base.join(dir));
-        for scc in cycles(&g) {
-            found.push(format!("{dir}: {}", describe(&g, &scc)));
+    let mut checked = 0;
+    for krate in ["src", "actors/src", "journal/src"] {
+        let mut all = Vec::new();
+        folders(&base.join(krate), "crate::", &mut all);
+        for (dir, path) in all {
+            let g = graph(&dir, &path);
+            checked += 1;
+            for scc in cycles(&g) {
+                found.push(format!(
+                    "{} ({path}): {}",
+                    dir.display(),
+                    describe(&g, &scc)
+                ));
+            }
         }
     }
+    println!("{checked} folders checked");
+    assert!(checked > 10, "the folders were not found");
     assert!(
         found.is_empty(),
         "module import cycles:\n{}",

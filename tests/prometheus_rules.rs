@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use lvms::node::gauges::{ThinPoolGauges, VolumeGroupGauges};
+use lvms::node::vg::gauges::{ThinPoolGauges, VolumeGroupGauges};
 use lvms::telemetry::metrics::exposition::parse;
 use lvms::telemetry::metrics::{Metrics, Process};
 use serde::Deserialize;

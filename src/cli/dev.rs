@@ -29,7 +29,7 @@ pub struct KubeletArgs {
     #[arg(long, global = true)]
     pub target: Option<PathBuf>,
     /// The node service's socket.
-    #[arg(long, global = true, default_value = crate::csi::node::DEFAULT_NODE_SOCKET)]
+    #[arg(long, global = true, default_value = crate::csi::node::service::DEFAULT_NODE_SOCKET)]
     pub socket: PathBuf,
     /// How long to wait for the claim and retry the driver, as kubelet keeps retrying.
     #[arg(long, global = true, default_value = "300")]

@@ -124,7 +124,7 @@ pub(crate) fn private_copy(path: &std::path::Path) -> lvms_journal::Result<Journ
     let shm = std::path::Path::new(SHM);
     let parent = if copy_to_shm(
         std::env::var_os("TMPDIR").is_some(),
-        crate::csi::stats::statfs(shm)
+        crate::csi::node::stats::statfs(shm)
             .ok()
             .map(|s| s.bavail.saturating_mul(s.frsize)),
         lvms_journal::dir_bytes(path),

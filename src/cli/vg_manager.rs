@@ -66,7 +66,7 @@ pub struct VgManagerArgs {
     #[arg(long, env = "LVMS_RECONCILE_INTERVAL", default_value = "30s", value_parser = super::since::parse_duration)]
     pub reconcile_interval: Duration,
     /// The CSI node socket (Identity + Node), where kubelet's plugin registration points.
-    #[arg(long, env = "LVMS_CSI_NODE_SOCKET", default_value = crate::csi::node::DEFAULT_NODE_SOCKET)]
+    #[arg(long, env = "LVMS_CSI_NODE_SOCKET", default_value = crate::csi::node::service::DEFAULT_NODE_SOCKET)]
     pub csi_node_socket: PathBuf,
     /// How often the CSI socket is probed (Identity.Probe over its path, as the livenessprobe
     /// sidecar does); a failed probe fails `/healthz` until the next one passes.
@@ -78,7 +78,7 @@ pub struct VgManagerArgs {
     pub registration_dir: String,
     /// The CSI node socket as a path on the host, which kubelet dials (it differs from
     /// --csi-node-socket when the host directory is mounted elsewhere in the container).
-    #[arg(long, env = "LVMS_KUBELET_NODE_SOCKET", default_value = crate::csi::node::DEFAULT_NODE_SOCKET)]
+    #[arg(long, env = "LVMS_KUBELET_NODE_SOCKET", default_value = crate::csi::node::service::DEFAULT_NODE_SOCKET)]
     pub kubelet_node_socket: PathBuf,
     #[arg(long, env = "LVMS_LOG_FORMAT", default_value = "text", value_parser = ["text", "json"])]
     pub log_format: String,

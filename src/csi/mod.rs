@@ -4,30 +4,16 @@
 //! placement, capability checks, capacity) are pure functions here; the services are edges.
 
 pub mod access;
-pub mod actions;
 pub mod authority;
-pub mod capacity;
 pub mod client;
 pub mod controller;
 pub mod errors;
-pub mod group;
-pub mod group_controller;
 pub mod identity;
 pub mod liveness;
-pub mod locks;
-pub mod mountinfo;
-pub mod node;
-pub mod node_actions;
 pub use crate::api::topolvm as names;
-pub mod placement;
-pub mod publish;
+pub mod node;
 pub mod registration;
-pub mod replay;
 pub mod server;
-pub mod sizing;
-pub mod stats;
-pub mod volumes;
-pub mod writes;
 
 /// The generated CSI v1 types and services (`proto/csi.proto`, the project's own copy of
 /// the spec's wire definitions).

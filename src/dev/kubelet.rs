@@ -298,7 +298,7 @@ impl Kubelet {
 
 /// The node socket a stand-in dials by default: LVMS's.
 pub fn default_socket() -> &'static Path {
-    Path::new(crate::csi::node::DEFAULT_NODE_SOCKET)
+    Path::new(crate::csi::node::service::DEFAULT_NODE_SOCKET)
 }
 
 #[cfg(test)]

@@ -1,33 +1,18 @@
 //! The pure half of vg-manager: what lvms decides on a node from lsblk, lvm2 reports and the
-//! LVMVolumeGroup spec, without running anything. The executor runs the commands built here
-//! (adding the nsenter prefix and lvm's `--config`) and feeds their output back in.
+//! LVMVolumeGroup or LogicalVolume spec, without running anything. The executor runs the
+//! commands built here (adding the nsenter prefix and lvm's `--config`) and feeds their output
+//! back in.
+//!
+//! Here, what both halves read and write: lvm2's reports, lsblk's, lvm2 argv, lvmd.yaml.
+//! [`vg`] decides volume groups (devices, thin pools, teardown); [`volume`] decides logical
+//! volumes (plans, capacity, gates and group holds).
 
-pub mod actions;
-pub mod allowlist;
 pub mod commands;
-pub mod discovery;
-pub mod events;
-pub mod filter;
-pub mod gate;
-pub mod gauges;
-pub mod group_plan;
 pub mod lsblk;
 pub mod lvmd_config;
-pub mod replay;
 pub mod report;
-pub mod resolve;
-pub mod teardown;
-pub mod thin;
-pub mod validate;
-pub mod vg_status;
-pub mod volume_actions;
-pub mod volume_capacity;
-pub mod volume_commands;
-pub mod volume_plan;
-pub mod volume_replay;
-pub mod volume_space;
-pub mod volume_view;
-pub mod wipe;
+pub mod vg;
+pub mod volume;
 
 /// A captured lvm2/util-linux output from tests/fixtures/lvm2 (unit tests only).
 #[cfg(test)]

@@ -8,14 +8,14 @@ use k8s_openapi::api::core::v1::Node;
 use kube::runtime::reflector::Store;
 use lvms_actors::Readiness;
 
-use crate::csi::controller::ControllerService;
+use crate::csi::controller::service::ControllerService;
+use crate::csi::controller::volumes::Volumes;
+use crate::csi::controller::writes::LvWrites;
 use crate::csi::identity::IdentityService;
 use crate::csi::proto::controller_server::ControllerServer;
 use crate::csi::proto::group_controller_server::GroupControllerServer;
 use crate::csi::proto::identity_server::IdentityServer;
 use crate::csi::server::bind;
-use crate::csi::volumes::Volumes;
-use crate::csi::writes::LvWrites;
 
 pub use crate::csi::server::Serving as CsiServer;
 

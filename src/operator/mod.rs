@@ -12,6 +12,7 @@ pub mod plan;
 pub mod run;
 pub mod singleton;
 pub mod status;
+pub mod table;
 pub mod units;
 pub mod volumes;
 pub mod world;

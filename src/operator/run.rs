@@ -91,8 +91,8 @@ pub async fn run(
     }
 
     // One trigger per unit; the hub bumps the ones each watch source matters to.
-    let unit_names: Vec<&'static str> = super::units::table::units(&capabilities)
-        .map(super::units::table::UnitId::name)
+    let unit_names: Vec<&'static str> = crate::operator::table::units(&capabilities)
+        .map(crate::operator::table::UnitId::name)
         .collect();
     let triggers: BTreeMap<&'static str, Trigger> =
         unit_names.iter().map(|n| (*n, Trigger::new())).collect();
@@ -193,13 +193,13 @@ pub async fn run(
     // The CSI controller: its RPCs journal LogicalVolume writes; its unit replays them.
     let csi_trigger = Trigger::new();
     children.push(wiring.child(
-        crate::csi::writes::UNIT,
+        crate::csi::controller::writes::UNIT,
         csi_trigger.clone(),
-        crate::csi::replay::CsiControllerUnit {
+        crate::csi::controller::replay::CsiControllerUnit {
             client: client.clone(),
         },
     ));
-    let volumes = crate::csi::volumes::Volumes::new();
+    let volumes = crate::csi::controller::volumes::Volumes::new();
     let volumes_task = tokio::spawn(volumes.clone().run(kube::Api::all(client.clone())));
     // The helpers for users' volumes (LVMS's PV/PVC controllers, TopoLVM's Node finalizer).
     {
@@ -226,7 +226,7 @@ pub async fn run(
     }
     let csi = super::csi::serve(
         &cfg.csi_socket,
-        crate::csi::writes::LvWrites {
+        crate::csi::controller::writes::LvWrites {
             client: client.clone(),
             journal: journal.clone(),
             epoch: epoch.clone(),

@@ -19,7 +19,7 @@ use crate::api::{
     LVMClusterStatus, LVMStateType, LVMVolumeGroupNodeStatus, NodeStatus, VGStatusType,
 };
 use crate::operator::nodes::node_valid_for_class;
-use crate::operator::units::table::UnitId;
+use crate::operator::table::UnitId;
 use crate::operator::world::{Capabilities, World};
 
 pub const REASON_RECONCILIATION_IN_PROGRESS: &str = "ReconciliationInProgress";
@@ -43,18 +43,6 @@ pub const REASON_VGS_UNMANAGED: &str = "VGsUnmanaged";
 pub const MESSAGE_VGS_UNMANAGED: &str =
     "VGs are unmanaged and not part of the LVMCluster, but the manager is running";
 
-/// Unit names, as LVMS's `GetName()` (they appear in events and logs); the table in
-/// `units::table` is where they are defined.
-pub const UNIT_CSI_DRIVER: &str = UnitId::CsiDriver.name();
-pub const UNIT_VG_MANAGER: &str = UnitId::VgManager.name();
-pub const UNIT_VOLUME_GROUPS: &str = UnitId::VolumeGroups.name();
-pub const UNIT_NODE_STATUSES: &str = UnitId::NodeStatuses.name();
-pub const UNIT_STORAGE_CLASSES: &str = UnitId::StorageClasses.name();
-pub const UNIT_CSI_NODES: &str = UnitId::CsiNodes.name();
-pub const UNIT_SCC: &str = UnitId::Scc.name();
-pub const UNIT_SNAPSHOT_CLASSES: &str = UnitId::SnapshotClasses.name();
-pub const UNIT_GROUP_SNAPSHOT_CLASSES: &str = UnitId::GroupSnapshotClasses.name();
-
 /// A unit's last pass: ok, or the error to surface in ResourcesAvailable.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct UnitHealth {
@@ -65,7 +53,7 @@ pub struct UnitHealth {
 /// The units every pass must run on this cluster; ResourcesAvailable waits for all of them.
 /// Other units in the health map count too: any failed unit fails ResourcesAvailable.
 pub fn expected_units(capabilities: &Capabilities) -> Vec<&'static str> {
-    crate::operator::units::table::units(capabilities)
+    crate::operator::table::units(capabilities)
         .filter(|u| u.expected())
         .map(UnitId::name)
         .collect()
@@ -627,7 +615,10 @@ mod tests {
             resources_available(&caps, &units).1,
             REASON_RESOURCES_AVAILABLE
         );
-        for unit in [UNIT_SNAPSHOT_CLASSES, UNIT_GROUP_SNAPSHOT_CLASSES] {
+        for unit in [
+            UnitId::SnapshotClasses.name(),
+            UnitId::GroupSnapshotClasses.name(),
+        ] {
             let mut missing = units.clone();
             missing.remove(unit);
             assert_eq!(
@@ -647,14 +638,14 @@ mod tests {
         let caps = Capabilities::default();
         let mut units = all_ok(&caps);
         units.insert(
-            UNIT_VG_MANAGER.into(),
+            UnitId::VgManager.name().into(),
             UnitHealth {
                 ok: false,
                 message: "DaemonSet is not considered ready".into(),
             },
         );
         units.insert(
-            UNIT_CSI_DRIVER.into(),
+            UnitId::CsiDriver.name().into(),
             UnitHealth {
                 ok: false,
                 message: "forbidden".into(),
@@ -699,7 +690,7 @@ mod tests {
         let w = world(&["n1"], vec![ns("n1", &[("vg1", FAILED)])]);
         let mut units = all_ok(&w.capabilities);
         units.insert(
-            UNIT_VG_MANAGER.into(),
+            UnitId::VgManager.name().into(),
             UnitHealth {
                 ok: false,
                 message: "x".into(),

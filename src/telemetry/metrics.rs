@@ -20,7 +20,7 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::{Registry, Unit};
 use tracing::warn;
 
-use crate::node::gauges::VolumeGroupGauges;
+use crate::node::vg::gauges::VolumeGroupGauges;
 
 /// What the encoder produces (OpenMetrics 1.0 text, which Prometheus scrapes natively).
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -391,7 +391,7 @@ impl Collector for JournalGauges {
 mod tests {
     use super::exposition::parse;
     use super::*;
-    use crate::node::gauges::ThinPoolGauges;
+    use crate::node::vg::gauges::ThinPoolGauges;
 
     fn report<'a>(unit: &'a str, ok: bool, reason: Option<&'a str>) -> PassReport<'a> {
         PassReport {

@@ -7,11 +7,11 @@
 use lvms_actors::{Action, Done, Pass, Replayed, Steps, Unit, UnitError};
 use lvms_journal::Intent;
 
+use super::context::NodeCtx;
 use super::node_volumes::NodeReads;
-use super::volume_group::NodeCtx;
-use crate::csi::mountinfo;
-use crate::csi::node_actions::{NodeAction, UNIT, arg};
-use crate::node::gate;
+use crate::csi::node::actions::{NodeAction, UNIT, arg};
+use crate::csi::node::mountinfo;
+use crate::node::volume::gate;
 use std::sync::Arc;
 
 pub struct CsiNodeUnit {

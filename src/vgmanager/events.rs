@@ -6,7 +6,7 @@ use lvms_actors::{EventSpec, EventType, PASS_ACTION};
 use lvms_journal::{Body, Journal, ObjectRef, OutcomeResult, Record};
 
 use crate::api::{LVMVolumeGroup, LVMVolumeGroupNodeStatus};
-use crate::node::events::{
+use crate::node::vg::events::{
     EVENT_ACTION, EventReason, MSG_VOLUME_GROUP_READY, cluster_event_message,
     volume_group_event_message,
 };
@@ -137,7 +137,7 @@ pub fn event_for(journal: &Journal, rec: &Record) -> lvms_journal::Result<Option
     if let Some(e) = o.result.done().and_then(|d| d.event.as_ref()) {
         // Host steps regard the host; their Events go to the volume group of the pass.
         let mut s = spec(e.into(), &e.reason, e.note.clone());
-        if o.object.kind == super::volume_group::HOST_KIND
+        if o.object.kind == super::context::HOST_KIND
             && let Some(subject) = pass_subject(journal, o.intent_seq)?
         {
             s.regarding = subject;

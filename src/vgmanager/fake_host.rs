@@ -1,5 +1,6 @@
 //! A fake [`HostOps`] for unit tests of the volume-group actor: commands answered from
-//! lvm2-format fixtures (by program name), files in memory, every call recorded.
+//! lvm2-format fixtures (by program name), files in memory, every call recorded. It never
+//! touches the real filesystem.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::io;
@@ -131,6 +132,30 @@ impl HostOps for FakeHost {
 
     fn remove_file(&self, path: &Path) -> io::Result<()> {
         self.0.lock().unwrap().files.remove(path);
+        Ok(())
+    }
+
+    /// Nothing is mounted on the fake node.
+    fn mount_table(&self) -> io::Result<String> {
+        Ok(String::new())
+    }
+
+    /// Targets are files in memory too (a directory is an empty entry).
+    fn make_target(&self, path: &Path, _dir: bool) -> io::Result<()> {
+        self.0
+            .lock()
+            .unwrap()
+            .files
+            .entry(path.to_path_buf())
+            .or_default();
+        Ok(())
+    }
+
+    fn remove_target(&self, path: &Path) -> io::Result<bool> {
+        Ok(self.0.lock().unwrap().files.remove(path).is_some())
+    }
+
+    fn set_mode(&self, _path: &Path, _mode: u32) -> io::Result<()> {
         Ok(())
     }
 }

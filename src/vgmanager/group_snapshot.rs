@@ -1,7 +1,7 @@
 //! Volume group snapshots on this node: the LogicalVolume actor's side of CSI's
 //! GroupController. The controller writes one snapshot LogicalVolume per member, each
 //! annotated with the group and the list of members; this takes them at one instant (the
-//! decisions and why they are consistent: [`crate::node::group_plan`]): hold (the sources'
+//! decisions and why they are consistent: [`crate::node::volume::group_plan`]): hold (the sources'
 //! gates suspended), one `lvcreate -s` per member, release, each a journaled step. A hold a
 //! crash left is thawed before anything else runs, and a partly taken group is removed and
 //! taken again.
@@ -14,20 +14,20 @@ use lvms_journal::ObjectRef;
 use tonic::Code;
 use tracing::{Instrument, info, info_span, warn};
 
+use super::context::host_err;
 use super::node_volumes::NodeReads;
-use super::volume_group::host_err;
 use super::volumes::{Observed, VolumesUnit, host_view};
 use crate::api::LogicalVolume;
 use crate::api::topolvm::GROUP_MEMBERS_ANNOTATION;
-use crate::node::gate;
-use crate::node::group_plan::{
+use crate::node::lvmd_config::LvmdConfig;
+use crate::node::volume::actions::VolumeAction as A;
+use crate::node::volume::commands as cmd;
+use crate::node::volume::gate;
+use crate::node::volume::group_plan::{
     GroupPlan, MemberState, Source, held_gates, hold_gates, plan_group, under_hold, with_group_tag,
 };
-use crate::node::lvmd_config::LvmdConfig;
-use crate::node::volume_actions::VolumeAction as A;
-use crate::node::volume_commands as cmd;
-use crate::node::volume_plan::{Plan, StatusWrite, plan, resolve_class};
-use crate::node::volume_view::view_of;
+use crate::node::volume::plan::{Plan, StatusWrite, plan, resolve_class};
+use crate::node::volume::view::view_of;
 use crate::objects::object_ref;
 
 /// The journal object kind of a volume group snapshot on its node.
@@ -209,8 +209,8 @@ impl VolumesUnit {
         let v = view_of(lv);
         let class = resolve_class(config, &v.device_class)
             .map_err(|m| UnitError::permanent("UnknownDeviceClass", m))?;
-        let argv = cmd::lvremove_volume(&class.volume_group, &v.uid)
-            .map_err(super::volume_group::cmd_err)?;
+        let argv =
+            cmd::lvremove_volume(&class.volume_group, &v.uid).map_err(super::context::cmd_err)?;
         self.host_step(steps, object_ref(lv), A::Lvremove, argv)
             .await?;
         self.refresh(observed, &class.name, &class.volume_group)

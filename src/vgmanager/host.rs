@@ -73,46 +73,17 @@ pub trait HostOps: Send + Sync + 'static {
     fn remove_file(&self, path: &Path) -> io::Result<()>;
 
     /// The mount table (`mountinfo`) of the mount namespace commands run in.
-    fn mount_table(&self) -> io::Result<String> {
-        self.read_to_string(Path::new("/proc/self/mountinfo"))
-    }
+    fn mount_table(&self) -> io::Result<String>;
 
     /// A publish target: a directory (`mkdir -p`), or for a block volume an empty file in its
     /// parent directory. One already there is kept. Kubelet's paths are mounted into
     /// vg-manager's container at the same paths, with bidirectional propagation (LVMS's).
-    fn make_target(&self, path: &Path, dir: bool) -> io::Result<()> {
-        if dir {
-            return std::fs::create_dir_all(path);
-        }
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent)?;
-        }
-        std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(path)
-            .map(drop)
-    }
+    fn make_target(&self, path: &Path, dir: bool) -> io::Result<()>;
 
     /// Remove an unmounted target (an empty directory or a file); `false` when it was not there.
-    fn remove_target(&self, path: &Path) -> io::Result<bool> {
-        let removed = match std::fs::symlink_metadata(path) {
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
-            Err(e) => return Err(e),
-            Ok(m) if m.is_dir() => std::fs::remove_dir(path),
-            Ok(_) => std::fs::remove_file(path),
-        };
-        match removed {
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
-            other => other.map(|()| true),
-        }
-    }
+    fn remove_target(&self, path: &Path) -> io::Result<bool>;
 
-    fn set_mode(&self, path: &Path, mode: u32) -> io::Result<()> {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
-    }
+    fn set_mode(&self, path: &Path, mode: u32) -> io::Result<()>;
 }
 
 #[derive(Debug, Clone, Default)]
@@ -248,6 +219,39 @@ impl HostOps for Host {
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
             other => other,
         }
+    }
+
+    fn make_target(&self, path: &Path, dir: bool) -> io::Result<()> {
+        if dir {
+            return std::fs::create_dir_all(path);
+        }
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(path)
+            .map(drop)
+    }
+
+    fn remove_target(&self, path: &Path) -> io::Result<bool> {
+        let removed = match std::fs::symlink_metadata(path) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
+            Err(e) => return Err(e),
+            Ok(m) if m.is_dir() => std::fs::remove_dir(path),
+            Ok(_) => std::fs::remove_file(path),
+        };
+        match removed {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+            other => other.map(|()| true),
+        }
+    }
+
+    fn set_mode(&self, path: &Path, mode: u32) -> io::Result<()> {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
     }
 
     /// With a prefix (nsenter into the host's namespaces, hostPID), the host's table is its

@@ -2,6 +2,7 @@
 //! node, a registry that starts and stops them, a node-status projector, the EventPublisher)
 //! over the journal; host commands and files through [`host::HostOps`].
 
+pub mod context;
 pub mod csi_node_unit;
 pub mod events;
 #[cfg(test)]
@@ -9,13 +10,12 @@ mod fake_host;
 pub mod group_snapshot;
 pub mod host;
 pub mod lock;
+pub mod node_api;
 pub mod node_report;
 pub mod node_status_unit;
 pub mod node_volumes;
 pub mod registry;
 pub mod run;
 pub mod volume_group;
-#[cfg(test)]
-mod volume_group_tests;
 pub mod volume_lookup;
 pub mod volumes;

@@ -1,5 +1,5 @@
 //! The node service's side effects on this node: find a volume's LV, read what the node shows
-//! (device numbers, signature, mount table), and take the steps [`crate::csi::publish`] decides,
+//! (device numbers, signature, mount table), and take the steps [`crate::csi::node::publish`] decides,
 //! each side effect a journaled step of unit [`UNIT`] (format, mount, unmount, resize). Its
 //! replay is [`super::csi_node_unit`]. A read that fails is Unavailable (kubelet retries),
 //! never "nothing mounted" or "no signature".
@@ -14,18 +14,18 @@ use lvms_journal::Journal;
 use tonic::Code;
 use tracing::info;
 
-use super::volume_group::NodeCtx;
+use super::context::NodeCtx;
 use super::volume_lookup::{FoundLv, find};
+use crate::csi::controller::writes::csi_error;
 use crate::csi::errors::CsiError;
-use crate::csi::mountinfo::{self, Mount};
-use crate::csi::node::NodeVolumes;
-use crate::csi::node_actions::{NodeAction, UNIT, volume_ref};
-use crate::csi::publish::{
+use crate::csi::node::actions::{NodeAction, UNIT, volume_ref};
+use crate::csi::node::mountinfo::{self, Mount};
+use crate::csi::node::publish::{
     Kind, PublishSpec, PublishStep, PublishView, format_argv, mount_argv, plan_publish,
     resize_argv, signature_of,
 };
-use crate::csi::writes::csi_error;
-use crate::node::gate::{self, GateStep};
+use crate::csi::node::service::NodeVolumes;
+use crate::node::volume::gate::{self, GateStep};
 
 /// A freshly made filesystem's root: writable by every pod, setgid (TopoLVM's).
 const FRESH_ROOT_MODE: u32 = 0o2777;

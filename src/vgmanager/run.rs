@@ -18,12 +18,13 @@ use lvms_journal::Journal;
 use ractor::ActorRef;
 use tracing::{error, info};
 
+use super::context::NodeCtx;
 use super::events::EventTargets;
 use super::host::Host;
 use super::node_report::NodeReport;
 use super::node_status_unit::{self, NodeStatusUnit};
 use super::registry::{self, Registry, SpecFor};
-use super::volume_group::{NodeCtx, VolumeGroupUnit};
+use super::volume_group::VolumeGroupUnit;
 use crate::api::{LVMVolumeGroup, LVMVolumeGroupNodeStatus, LogicalVolume};
 use crate::kube::caches::{spawn_typed, strip_meta};
 use crate::kube::events::KubeEvents;
@@ -163,6 +164,10 @@ pub async fn run(
 
     let ctx = Arc::new(NodeCtx {
         client: client.clone(),
+        api: Arc::new(super::node_api::KubeNodeApi {
+            client: client.clone(),
+            namespace: cfg.namespace.clone(),
+        }),
         namespace: cfg.namespace.clone(),
         node: cfg.node.clone(),
         host: Arc::new(cfg.host.clone()),
@@ -252,7 +257,7 @@ pub async fn run(
     ));
     // The node service: its RPCs journal format / mount steps; its unit replays them.
     children.push(wiring.child(
-        crate::csi::node_actions::UNIT,
+        crate::csi::node::actions::UNIT,
         Trigger::new(),
         super::csi_node_unit::CsiNodeUnit { ctx: ctx.clone() },
     ));
@@ -273,7 +278,7 @@ pub async fn run(
     // Set once, here: it cannot be set already.
     let _ = supervisor_slot.set(tree.supervisor.clone());
     registry_trigger.bump("supervisor up");
-    let csi = crate::csi::node::serve(
+    let csi = crate::csi::node::service::serve(
         &cfg.csi_node_socket,
         &cfg.node,
         {

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeSet;
 
-use super::volume_group::NodeCtx;
+use super::context::NodeCtx;
 use crate::node::commands;
 use crate::node::report::parse_lvs;
 

@@ -18,19 +18,19 @@ use lvms_journal::{Intent, ObjectRef};
 use serde_json::{Value, json};
 use tracing::warn;
 
-use super::volume_group::{NodeCtx, cmd_err, host_err};
+use super::context::{NodeCtx, cmd_err, host_err};
 use crate::api::quantity::format_binary;
 use crate::api::topolvm::{CAPACITY_ANNOTATION_PREFIX, CREATED_BY_LABEL, NODE_FINALIZER};
 use crate::api::{LOGICAL_VOLUME_FINALIZER, LogicalVolume};
 use crate::kube::apply::unit_error;
 use crate::node::lvmd_config::LvmdConfig;
 use crate::node::report::{parse_lvs, parse_vgs};
-use crate::node::volume_actions::VolumeAction as A;
-use crate::node::volume_capacity::{self, ClassObservation};
-use crate::node::volume_commands as cmd;
-use crate::node::volume_plan::{HostView, Plan, StatusWrite, VolumeView, plan, resolve_class};
-use crate::node::volume_replay;
-use crate::node::volume_view::{source_volume_id, view_of};
+use crate::node::volume::actions::VolumeAction as A;
+use crate::node::volume::capacity::{self as volume_capacity, ClassObservation};
+use crate::node::volume::commands as cmd;
+use crate::node::volume::plan::{HostView, Plan, StatusWrite, VolumeView, plan, resolve_class};
+use crate::node::volume::replay as volume_replay;
+use crate::node::volume::view::{source_volume_id, view_of};
 use crate::objects::object_ref;
 
 pub const UNIT: &str = "volumes";
@@ -46,7 +46,7 @@ pub struct VolumesUnit {
     /// This node's Node (its capacity annotations).
     pub nodes: Store<Node>,
     /// Host command time within the current pass (the benchmark's lvm2 vs lvms split).
-    pub host_clock: super::volume_group::HostClock,
+    pub host_clock: super::context::HostClock,
     /// Whether this process has looked for gates a crash left suspended (once; after that
     /// only a group's pass can hold one, and it always releases).
     pub holds_checked: std::sync::atomic::AtomicBool,
@@ -500,8 +500,9 @@ impl Unit for VolumesUnit {
         })?;
         // A hold a crash left (thawed by the first pass, after replay) would make an lvm2 scan
         // wait on the suspended gates: this one skips them.
-        let argv =
-            crate::node::group_plan::under_hold(crate::node::commands::lvs(vg).map_err(cmd_err)?);
+        let argv = crate::node::volume::group_plan::under_hold(
+            crate::node::commands::lvs(vg).map_err(cmd_err)?,
+        );
         let lvs = parse_lvs(&self.run_host(&argv).await?)
             .map_err(|e| UnitError::retryable("LvsFailed", e.to_string()))?;
         let lvs: Vec<_> = lvs.all().cloned().collect();

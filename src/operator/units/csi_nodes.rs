@@ -11,7 +11,7 @@ use crate::operator::context::{Ctx, object_ref};
 use crate::operator::desired::csi_driver::CSI_DRIVER_NAME;
 use crate::operator::nodes::valid_nodes_for_any_class;
 
-pub const UNIT: &str = super::table::UnitId::CsiNodes.name();
+pub const UNIT: &str = crate::operator::table::UnitId::CsiNodes.name();
 
 pub struct CsiNodesUnit {
     pub ctx: Arc<Ctx>,

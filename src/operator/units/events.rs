@@ -67,7 +67,7 @@ pub fn event_for(
     if intent.action != PASS_ACTION || o.object.uid.is_empty() {
         return Ok(None);
     }
-    if o.unit == super::status_projector::UNIT {
+    if o.unit == crate::operator::table::UnitId::Status.name() {
         // Its passes are status, not news, except the first that finds this generation's
         // reconcile done: Ready again later (after a node dipped) is not a new reconcile.
         let Some(d) = o.result.done() else {
@@ -183,13 +183,13 @@ mod tests {
         );
         let ready = pass(
             &j,
-            super::super::status_projector::UNIT,
+            crate::operator::table::UnitId::Status.name(),
             2,
             ok(ready_summary(2)),
         );
         let progressing = pass(
             &j,
-            super::super::status_projector::UNIT,
+            crate::operator::table::UnitId::Status.name(),
             3,
             ok("status Progressing".into()),
         );
@@ -227,7 +227,7 @@ mod tests {
         let first = for_(&ready, NormalEvents::Summary).unwrap();
         j.append_published(
             lvms_journal::Published {
-                unit: super::super::status_projector::UNIT.into(),
+                unit: crate::operator::table::UnitId::Status.name().into(),
                 object: Some(first.regarding.clone()),
                 kind: lvms_journal::PublishKind::Event,
                 dedupe_key: first.key(),
@@ -240,7 +240,7 @@ mod tests {
         .unwrap();
         let again = pass(
             &j,
-            super::super::status_projector::UNIT,
+            crate::operator::table::UnitId::Status.name(),
             2,
             ok(ready_summary(2)),
         );

@@ -31,10 +31,10 @@ use crate::operator::desired::daemonset::vg_manager_labels;
 use crate::operator::plan::{Step, plan};
 use crate::operator::singleton::Rejected;
 
-pub const UNIT: &str = super::table::UnitId::Lifecycle.name();
+pub const UNIT: &str = crate::operator::table::UnitId::Lifecycle.name();
 pub const REASON_DELETION_PENDING: &str = "DeletionPending";
 
-pub use super::table::TEARDOWN;
+pub use crate::operator::table::TEARDOWN;
 
 pub struct LifecycleUnit {
     pub ctx: Arc<Ctx>,

@@ -9,13 +9,12 @@ pub mod objects;
 pub mod persistent_volume_claims;
 pub mod persistent_volumes;
 pub mod status_projector;
-pub mod table;
 pub mod topolvm_nodes;
 
 use crate::kube::caches::Change;
 use crate::kube::discovery::Capabilities;
 use crate::kube::kinds::Kind;
-use table::UnitId;
+use crate::operator::table::{self, UnitId};
 
 /// The object units that run on this cluster: (LVMS unit name, kind written).
 pub fn object_units(capabilities: &Capabilities) -> Vec<(&'static str, Kind)> {

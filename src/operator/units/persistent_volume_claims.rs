@@ -15,7 +15,7 @@ use crate::operator::volumes::claims::{
     REASON_NOT_ENOUGH_CAPACITY, RECHECK, not_enough_capacity, pending_lvms_claim,
 };
 
-pub const UNIT: &str = super::table::UnitId::PersistentVolumeClaims.name();
+pub const UNIT: &str = crate::operator::table::UnitId::PersistentVolumeClaims.name();
 
 pub struct PersistentVolumeClaimsUnit {
     pub ctx: Arc<Ctx>,

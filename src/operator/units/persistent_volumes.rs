@@ -20,7 +20,7 @@ use crate::operator::volumes::persistent_volumes::{
     MESSAGE_CLAIM_REFERENCE_REMOVED, REASON_CLAIM_REFERENCE_REMOVED, findings,
 };
 
-pub const UNIT: &str = super::table::UnitId::PersistentVolumes.name();
+pub const UNIT: &str = crate::operator::table::UnitId::PersistentVolumes.name();
 
 pub struct PersistentVolumesUnit {
     pub ctx: Arc<Ctx>,

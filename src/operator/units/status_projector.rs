@@ -20,7 +20,7 @@ use crate::operator::status::{UnitHealth, fold_head, with_device_classes};
 
 use super::generations::PassedGenerations;
 
-pub const UNIT: &str = super::table::UnitId::Status.name();
+pub const UNIT: &str = crate::operator::table::UnitId::Status.name();
 
 /// Never defer a status write longer than this, however slow the last one was.
 const MAX_DEFER: Duration = Duration::from_secs(2);
@@ -240,7 +240,8 @@ impl StatusUnit {
             // cluster's resources), are not in ResourcesAvailable.
             .filter(|(name, _)| {
                 name.as_str() != UNIT
-                    && !super::table::UnitId::from_name(name).is_some_and(|u| u.volume_helper())
+                    && !crate::operator::table::UnitId::from_name(name)
+                        .is_some_and(|u| u.volume_helper())
             })
             .map(|(name, s)| {
                 (

@@ -14,14 +14,14 @@ use lvms_journal::{Intent, ObjectRef, Replayed};
 
 use crate::api::topolvm::NODE_FINALIZER;
 use crate::api::{LOGICAL_VOLUME_FINALIZER, LogicalVolume};
-use crate::csi::volumes::Volumes;
+use crate::csi::controller::volumes::Volumes;
 use crate::kube::apply::{self, unit_error};
 use crate::kube::kinds::Kind;
 use crate::operator::context::{Ctx, object_ref};
 use crate::operator::volumes::actions::VolumeHelperAction as A;
 use crate::operator::volumes::node_cleanup::{CleanupStep, cleanup, driver_classes, finalizing};
 
-pub const UNIT: &str = super::table::UnitId::TopolvmNodes.name();
+pub const UNIT: &str = crate::operator::table::UnitId::TopolvmNodes.name();
 
 pub struct TopolvmNodesUnit {
     pub ctx: Arc<Ctx>,

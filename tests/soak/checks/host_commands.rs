@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::ops::Range;
 
-use lvms::node::actions::VolumeGroupAction;
+use lvms::node::vg::actions::VolumeGroupAction;
 use lvms_actors::Action;
 use lvms_journal::{Body, OutcomeResult, Record, Replayed, Seq};
 

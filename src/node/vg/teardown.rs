@@ -1,0 +1,279 @@
+//! LVMS processDelete as a pure plan: what removing a device class from a node does to the
+//! host, decided from `pvs`/`vgs`/`lvs` (or, when the VG is already gone, from the devices
+//! this node's journal says it put into it). The actor runs the steps in order.
+
+use std::collections::BTreeSet;
+
+use crate::node::commands::{self, CommandError};
+use crate::node::lvmd_config::{LvmdConfig, Removal};
+use crate::node::report::{ExistingVg, LvReport, PhysicalVolume};
+use crate::node::vg::actions::VolumeGroupAction;
+use crate::node::vg::events::{
+    EventReason, MSG_LVMD_CONFIG_DELETED, MSG_LVMD_CONFIG_UPDATED_AFTER_REMOVAL,
+};
+use crate::node::vg::replay::orphaned_labels;
+
+/// The host as a teardown sees it.
+pub enum TeardownView<'a> {
+    /// The VG exists: its PVs and its logical volumes.
+    Present {
+        vg: &'a ExistingVg,
+        lvs: &'a LvReport,
+    },
+    /// The VG is gone (a kill after `vgremove`): the devices this node put into it, from its
+    /// journal, and the node's PVs now.
+    Gone {
+        recorded: &'a BTreeSet<String>,
+        pvs: &'a [PhysicalVolume],
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Teardown {
+    /// User volumes are still in the VG: nothing is removed (LVMS ManualCleanupRequired).
+    Refuse { volumes: Vec<String> },
+    /// Host steps in order (possibly none: nothing left on the host).
+    Steps(Vec<(VolumeGroupAction, Vec<String>)>),
+}
+
+/// Pool, then VG, then PV labels; when the VG is gone, only the labels of its former
+/// devices that no VG holds now.
+pub fn plan(
+    vg: &str,
+    pool: Option<&str>,
+    view: TeardownView<'_>,
+) -> Result<Teardown, CommandError> {
+    let mut steps = Vec::new();
+    match view {
+        TeardownView::Present { vg: existing, lvs } => {
+            // Hidden LVs (`[pool_tmeta]`) belong to the pool.
+            let volumes: Vec<String> = lvs
+                .all()
+                .filter(|lv| Some(lv.lv_name.as_str()) != pool && !lv.lv_name.starts_with('['))
+                .map(|lv| lv.lv_name.clone())
+                .collect();
+            if !volumes.is_empty() {
+                return Ok(Teardown::Refuse { volumes });
+            }
+            if let Some(pool) = pool
+                && lvs.find(pool).is_some()
+            {
+                // As LVMS: deactivate first; `lvremove` of an active pool would prompt.
+                let [deactivate, remove] = commands::delete_lv(vg, pool)?;
+                steps.push((VolumeGroupAction::LvchangeDeactivate, deactivate));
+                steps.push((VolumeGroupAction::LvremoveThinPool, remove));
+            }
+            steps.push((
+                VolumeGroupAction::VgchangeDeactivate,
+                commands::vgchange_deactivate(vg)?,
+            ));
+            steps.push((VolumeGroupAction::Vgremove, commands::vgremove(vg)?));
+            steps.push((
+                VolumeGroupAction::PvremoveTeardown,
+                commands::pvremove(&existing.pv_names())?,
+            ));
+        }
+        TeardownView::Gone { recorded, pvs } => {
+            let orphans = orphaned_labels(recorded, pvs);
+            if !orphans.is_empty() {
+                steps.push((
+                    VolumeGroupAction::PvremoveTeardown,
+                    commands::pvremove(&orphans)?,
+                ));
+            }
+        }
+    }
+    Ok(Teardown::Steps(steps))
+}
+
+/// The ManualCleanupRequired message (the user's fix in it).
+pub fn refusal_message(vg: &str, volumes: &[String]) -> String {
+    format!(
+        "volume group {vg} still holds logical volumes {}; delete their PersistentVolumes (or remove the volumes by hand) before deleting the device class",
+        volumes.join(", ")
+    )
+}
+
+/// What a deleted class does to lvmd.yaml, and the Event that tells it (LVMS: LVMDConfigUpdated
+/// when other classes remain, LVMDConfigDeleted with the last); `None`: the file stays as it is.
+pub fn lvmd_after_removal(
+    removal: Removal,
+) -> Option<(Option<LvmdConfig>, EventReason, &'static str)> {
+    match removal {
+        Removal::NoConfig | Removal::Unchanged => None,
+        Removal::Save(c) => Some((
+            Some(c),
+            EventReason::LVMDConfigUpdated,
+            MSG_LVMD_CONFIG_UPDATED_AFTER_REMOVAL,
+        )),
+        Removal::Delete => Some((
+            None,
+            EventReason::LVMDConfigDeleted,
+            MSG_LVMD_CONFIG_DELETED,
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::node::fixture;
+
+    #[test]
+    fn the_last_class_deletes_lvmd_yaml_and_others_keep_it() {
+        assert_eq!(lvmd_after_removal(Removal::NoConfig), None);
+        assert_eq!(lvmd_after_removal(Removal::Unchanged), None);
+        let (file, reason, _) = lvmd_after_removal(Removal::Delete).unwrap();
+        assert_eq!((file, reason), (None, EventReason::LVMDConfigDeleted));
+        let kept = LvmdConfig::default();
+        let (file, reason, note) = lvmd_after_removal(Removal::Save(kept.clone())).unwrap();
+        assert_eq!((file, reason), (Some(kept), EventReason::LVMDConfigUpdated));
+        assert_eq!(note, MSG_LVMD_CONFIG_UPDATED_AFTER_REMOVAL);
+    }
+    use crate::node::report::{find_vg, join_vgs, parse_lvs, parse_pvs, parse_vgs};
+    use VolumeGroupAction as A;
+
+    fn thick() -> ExistingVg {
+        let pvs = parse_pvs(&fixture("pvs.json")).unwrap();
+        let vgs = parse_vgs(&fixture("vgs_tagged.json")).unwrap();
+        find_vg(&join_vgs(&vgs, &pvs), "lvmsfix-thick")
+            .cloned()
+            .expect("fixture VG")
+    }
+
+    fn actions(t: &Teardown) -> Vec<A> {
+        match t {
+            Teardown::Steps(s) => s.iter().map(|(a, _)| *a).collect(),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn user_volumes_refuse_the_teardown_and_name_themselves() {
+        let lvs = parse_lvs(&fixture("lvs_linear.json")).unwrap();
+        let vg = thick();
+        let t = plan(
+            "lvmsfix-thick",
+            None,
+            TeardownView::Present { vg: &vg, lvs: &lvs },
+        )
+        .unwrap();
+        assert_eq!(
+            t,
+            Teardown::Refuse {
+                volumes: vec!["lv1".into(), "lv2".into()]
+            }
+        );
+        let msg = refusal_message("lvmsfix-thick", &["lv1".into(), "lv2".into()]);
+        assert!(
+            msg.contains("lv1, lv2") && msg.contains("PersistentVolumes"),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn the_pool_alone_is_removed_before_the_vg_and_its_labels() {
+        // The thin fixture has the pool and one thin volume: a user volume, so refused.
+        let lvs = parse_lvs(&fixture("lvs_thin.json")).unwrap();
+        let vg = thick();
+        assert!(matches!(
+            plan("vg1", Some("thin-pool-1"), TeardownView::Present { vg: &vg, lvs: &lvs }),
+            Ok(Teardown::Refuse { volumes }) if volumes.len() == 1
+        ));
+        // Only the pool (and its hidden LVs) left: pool, VG, labels of every PV.
+        let only_pool = LvReport {
+            reports: vec![
+                lvs.all()
+                    .filter(|lv| lv.lv_name == "thin-pool-1")
+                    .cloned()
+                    .chain(lvs.all().take(1).cloned().map(|mut lv| {
+                        lv.lv_name = "[thin-pool-1_tmeta]".into();
+                        lv
+                    }))
+                    .collect(),
+            ],
+        };
+        let t = plan(
+            "vg1",
+            Some("thin-pool-1"),
+            TeardownView::Present {
+                vg: &vg,
+                lvs: &only_pool,
+            },
+        )
+        .unwrap();
+        assert_eq!(
+            actions(&t),
+            [
+                A::LvchangeDeactivate,
+                A::LvremoveThinPool,
+                A::VgchangeDeactivate,
+                A::Vgremove,
+                A::PvremoveTeardown
+            ]
+        );
+        let Teardown::Steps(steps) = t else {
+            unreachable!()
+        };
+        assert_eq!(steps[0].1[1..], ["-an", "vg1/thin-pool-1"]);
+        assert_eq!(steps[4].1[1..], ["/dev/loop0", "/dev/loop1"]);
+    }
+
+    #[test]
+    fn a_thick_vg_without_volumes_is_removed_with_its_labels() {
+        let empty = parse_lvs(&fixture("lvs_empty.json")).unwrap();
+        let vg = thick();
+        let t = plan(
+            "lvmsfix-thick",
+            None,
+            TeardownView::Present {
+                vg: &vg,
+                lvs: &empty,
+            },
+        )
+        .unwrap();
+        assert_eq!(
+            actions(&t),
+            [A::VgchangeDeactivate, A::Vgremove, A::PvremoveTeardown]
+        );
+    }
+
+    #[test]
+    fn a_gone_vg_leaves_only_its_own_unattached_labels() {
+        let pvs = parse_pvs(&fixture("pvs.json")).unwrap();
+        // loop2 is labelled and in no VG; loop3 is in another VG; loop9 is not a PV.
+        let recorded: BTreeSet<String> = ["/dev/loop2", "/dev/loop3", "/dev/loop9"]
+            .into_iter()
+            .map(String::from)
+            .collect();
+        let t = plan(
+            "lvmsfix-thick",
+            None,
+            TeardownView::Gone {
+                recorded: &recorded,
+                pvs: &pvs,
+            },
+        )
+        .unwrap();
+        let Teardown::Steps(steps) = t else {
+            panic!("{t:?}")
+        };
+        assert_eq!(steps.len(), 1);
+        assert_eq!(steps[0].0, A::PvremoveTeardown);
+        assert_eq!(steps[0].1[1..], ["/dev/loop2"]);
+        // Nothing of ours left: nothing to do.
+        let none = BTreeSet::new();
+        assert_eq!(
+            plan(
+                "lvmsfix-thick",
+                None,
+                TeardownView::Gone {
+                    recorded: &none,
+                    pvs: &pvs
+                }
+            )
+            .unwrap(),
+            Teardown::Steps(vec![])
+        );
+    }
+}

@@ -1,0 +1,178 @@
+//! The capacity annotations a node publishes on its Node (TopoLVM's metrics exporter): free
+//! bytes per device class as the controller's placement and GetCapacity read them, plus the
+//! default class again under `capacity.topolvm.io/00default`. Pure: observations in, the
+//! annotations and the patch that gets the Node there out.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Map, Value, json};
+
+use crate::api::topolvm::{CAPACITY_ANNOTATION_PREFIX, NODE_FINALIZER, capacity_annotation};
+use crate::node::lvmd_config::LvmdConfig;
+use crate::node::report::LogicalVolume;
+use crate::node::volume::space::published;
+
+/// What one class's VG looks like now: its free bytes and its LVs.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ClassObservation {
+    pub vg_free: u64,
+    pub lvs: Vec<LogicalVolume>,
+}
+
+/// The annotations for every class of `config` that was observed. A class that was not (its
+/// VG is not built yet) publishes nothing, so the controller never places a volume on it; a
+/// thin class whose pool is missing publishes 0.
+pub fn annotations(
+    config: &LvmdConfig,
+    observed: &BTreeMap<String, ClassObservation>,
+) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    for class in &config.device_classes {
+        let Some(obs) = observed.get(&class.name) else {
+            continue;
+        };
+        let free = published(class, obs.vg_free, &obs.lvs).unwrap_or(0);
+        out.insert(capacity_annotation(&class.name), free.to_string());
+        if class.default {
+            out.insert(capacity_annotation(""), free.to_string());
+        }
+    }
+    out
+}
+
+/// The merge patch that makes the Node's capacity annotations `desired`: changed or new keys
+/// set, stale `capacity.topolvm.io/*` keys removed (a class this node no longer has). None
+/// when the Node already says exactly this.
+pub fn patch(
+    current: &BTreeMap<String, String>,
+    desired: &BTreeMap<String, String>,
+) -> Option<Value> {
+    let mut changes = Map::new();
+    for (k, v) in desired {
+        if current.get(k) != Some(v) {
+            changes.insert(k.clone(), Value::String(v.clone()));
+        }
+    }
+    for k in current.keys() {
+        if k.starts_with(CAPACITY_ANNOTATION_PREFIX) && !desired.contains_key(k) {
+            changes.insert(k.clone(), Value::Null);
+        }
+    }
+    (!changes.is_empty()).then(|| json!({"metadata": {"annotations": changes}}))
+}
+
+/// TopoLVM's exporter also puts `topolvm.io/node` on the Node (the operator cleans up a
+/// deleted Node's volumes before letting it go). Adds it to `patch` when missing, guarded by
+/// the resourceVersion the finalizers were read at (a merge patch replaces the whole list).
+pub fn with_node_finalizer(
+    patch: Option<Value>,
+    finalizers: &[String],
+    resource_version: Option<&str>,
+) -> Option<Value> {
+    if finalizers.iter().any(|f| f == NODE_FINALIZER) {
+        return patch;
+    }
+    let mut all = finalizers.to_vec();
+    all.push(NODE_FINALIZER.to_string());
+    let mut patch = patch.unwrap_or_else(|| json!({"metadata": {}}));
+    patch["metadata"]["finalizers"] = json!(all);
+    patch["metadata"]["resourceVersion"] = json!(resource_version);
+    Some(patch)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::node::lvmd_config::{LvmdDeviceClass, LvmdDeviceType, LvmdThinPool};
+
+    fn config() -> LvmdConfig {
+        LvmdConfig {
+            device_classes: vec![
+                LvmdDeviceClass {
+                    name: "ssd".into(),
+                    volume_group: "vg1".into(),
+                    default: true,
+                    spare_gb: Some(1),
+                    ..Default::default()
+                },
+                LvmdDeviceClass {
+                    name: "thin".into(),
+                    volume_group: "vg2".into(),
+                    device_type: LvmdDeviceType::Thin,
+                    thin_pool: Some(LvmdThinPool {
+                        name: "pool".into(),
+                        overprovision_ratio: 2.0,
+                    }),
+                    ..Default::default()
+                },
+            ],
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn thick_less_spare_thin_by_ratio_and_the_default_twice() {
+        let pool = LogicalVolume {
+            lv_name: "pool".into(),
+            lv_size: Some(100),
+            ..Default::default()
+        };
+        let observed = BTreeMap::from([
+            (
+                "ssd".to_string(),
+                ClassObservation {
+                    vg_free: 3 << 30,
+                    lvs: vec![],
+                },
+            ),
+            (
+                "thin".to_string(),
+                ClassObservation {
+                    vg_free: 0,
+                    lvs: vec![pool],
+                },
+            ),
+        ]);
+        let a = annotations(&config(), &observed);
+        assert_eq!(a["capacity.topolvm.io/ssd"], (2u64 << 30).to_string());
+        assert_eq!(a["capacity.topolvm.io/00default"], (2u64 << 30).to_string());
+        assert_eq!(a["capacity.topolvm.io/thin"], "200");
+        // An unobserved class says nothing rather than 0 or a guess.
+        let only_ssd = BTreeMap::from([("ssd".to_string(), observed["ssd"].clone())]);
+        assert!(!annotations(&config(), &only_ssd).contains_key("capacity.topolvm.io/thin"));
+    }
+
+    #[test]
+    fn the_patch_sets_changes_removes_stale_keys_and_is_none_when_in_sync() {
+        let desired = BTreeMap::from([("capacity.topolvm.io/ssd".to_string(), "5".to_string())]);
+        let current = BTreeMap::from([
+            ("capacity.topolvm.io/ssd".to_string(), "4".to_string()),
+            ("capacity.topolvm.io/gone".to_string(), "9".to_string()),
+        ]);
+        assert_eq!(
+            patch(&current, &desired),
+            Some(json!({"metadata": {"annotations": {
+                "capacity.topolvm.io/ssd": "5",
+                "capacity.topolvm.io/gone": null,
+            }}}))
+        );
+        assert_eq!(patch(&desired, &desired), None);
+    }
+
+    #[test]
+    fn the_node_finalizer_is_added_once_keeping_the_others() {
+        let ann = Some(json!({"metadata": {"annotations": {"capacity.topolvm.io/a": "1"}}}));
+        let p = with_node_finalizer(ann.clone(), &["other".into()], Some("7")).unwrap();
+        assert_eq!(
+            p["metadata"]["finalizers"],
+            json!(["other", NODE_FINALIZER])
+        );
+        assert_eq!(p["metadata"]["resourceVersion"], "7");
+        assert_eq!(p["metadata"]["annotations"]["capacity.topolvm.io/a"], "1");
+        // Already there: the capacity patch as it was, and nothing at all without one.
+        let held = [NODE_FINALIZER.to_string()];
+        assert_eq!(with_node_finalizer(ann.clone(), &held, Some("7")), ann);
+        assert_eq!(with_node_finalizer(None, &held, Some("7")), None);
+        assert!(with_node_finalizer(None, &[], None).is_some());
+    }
+}
