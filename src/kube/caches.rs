@@ -107,29 +107,131 @@ impl Drop for WatchHub {
     }
 }
 
-pub(crate) fn spawn_typed<K>(
-    api: Api<K>,
-    cfg: watcher::Config,
-    source: Kind,
-    router: Router,
-    strip: fn(&mut K),
-    tasks: &mut Vec<JoinHandle<()>>,
-) -> Store<K>
-where
-    K: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
-{
-    let (store, writer) = reflector::store();
-    let stream = watcher(api, cfg)
-        .default_backoff()
-        .modify(strip)
-        .reflect(writer);
-    // A node status's spec is vg-manager's report: say so, for the units that do not read it.
-    if source == Kind::NodeStatus {
-        tasks.push(tokio::spawn(route_reports(stream, source, router)));
-    } else {
-        tasks.push(tokio::spawn(route(stream, source, router)));
+/// One watch, as data: the kind (its API scope: the cluster, or the given namespace for a
+/// namespaced kind), the field selector that narrows it, and its list page size.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WatchSpec {
+    pub kind: Kind,
+    pub fields: Option<String>,
+    pub page_size: Option<u32>,
+}
+
+impl WatchSpec {
+    pub const fn of(kind: Kind) -> Self {
+        WatchSpec {
+            kind,
+            fields: None,
+            page_size: None,
+        }
     }
-    store
+
+    /// Only the object with this name.
+    pub fn named(self, name: &str) -> Self {
+        self.fields(format!("metadata.name={name}"))
+    }
+
+    pub fn fields(mut self, selector: String) -> Self {
+        self.fields = Some(selector);
+        self
+    }
+
+    pub const fn page_size(mut self, n: u32) -> Self {
+        self.page_size = Some(n);
+        self
+    }
+
+    fn config(&self) -> watcher::Config {
+        let mut cfg = watcher::Config::default();
+        if let Some(f) = &self.fields {
+            cfg = cfg.fields(f);
+        }
+        if let Some(n) = self.page_size {
+            cfg = cfg.page_size(n);
+        }
+        cfg
+    }
+}
+
+/// How to reach every object of a type: in the given namespace for a namespaced type, the
+/// whole cluster otherwise (the type's own scope decides, as it does for `kubectl get`).
+pub trait ScopedApi<K> {
+    fn api(client: Client, namespace: &str) -> Api<K>;
+}
+
+impl<K> ScopedApi<K> for k8s_openapi::NamespaceResourceScope
+where
+    K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>,
+{
+    fn api(client: Client, namespace: &str) -> Api<K> {
+        Api::namespaced(client, namespace)
+    }
+}
+
+impl<K> ScopedApi<K> for k8s_openapi::ClusterResourceScope
+where
+    K: Resource<Scope = k8s_openapi::ClusterResourceScope, DynamicType = ()>,
+{
+    fn api(client: Client, _namespace: &str) -> Api<K> {
+        Api::all(client)
+    }
+}
+
+/// Starts watches from [`WatchSpec`]s, each feeding a typed cache and the router.
+pub struct Watches {
+    client: Client,
+    namespace: String,
+    router: Router,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Watches {
+    pub fn new(client: &Client, namespace: &str, router: Router) -> Self {
+        Watches {
+            client: client.clone(),
+            namespace: namespace.to_string(),
+            router,
+            tasks: Vec::new(),
+        }
+    }
+
+    /// The cache of one typed watch; `strip` drops what no reader needs before it is kept.
+    pub fn typed<K>(&mut self, spec: &WatchSpec, strip: fn(&mut K)) -> Store<K>
+    where
+        K: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
+        K::Scope: ScopedApi<K>,
+    {
+        let api = <K::Scope as ScopedApi<K>>::api(self.client.clone(), &self.namespace);
+        let (store, writer) = reflector::store();
+        let stream = watcher(api, spec.config())
+            .default_backoff()
+            .modify(strip)
+            .reflect(writer);
+        let (kind, router) = (spec.kind, self.router.clone());
+        // A node status's spec is vg-manager's report: say so, for the units that do not
+        // read it.
+        self.tasks.push(if kind == Kind::NodeStatus {
+            tokio::spawn(route_reports(stream, kind, router))
+        } else {
+            tokio::spawn(route(stream, kind, router))
+        });
+        store
+    }
+
+    /// The cache of a kind served only by some clusters (snapshot classes, SCCs).
+    pub fn dynamic(&mut self, kind: Kind) -> Store<DynamicObject> {
+        spawn_dynamic(
+            &self.client,
+            kind,
+            kind,
+            self.router.clone(),
+            &mut self.tasks,
+        )
+    }
+
+    /// The running watches, as a hub that stops them when dropped.
+    pub fn hub(self) -> WatchHub {
+        WatchHub { tasks: self.tasks }
+    }
 }
 
 fn spawn_dynamic(
@@ -375,124 +477,45 @@ impl WatchHub {
         caps: Capabilities,
         router: Router,
     ) -> (WatchHub, Caches) {
-        let mut tasks = Vec::new();
-        let c = client.clone();
-        let all = watcher::Config::default();
         let changes = Arc::new(ObjectChanges::default());
         let router = counting(changes.clone(), router);
-        let r = || router.clone();
+        let mut w = Watches::new(client, namespace, router.clone());
+        let clusters = {
+            let (store, writer) = reflector::store();
+            let stream = watcher(Api::<LVMCluster>::all(client.clone()), Default::default())
+                .default_backoff()
+                .modify(strip_meta)
+                .reflect(writer);
+            w.tasks.push(tokio::spawn(route_generations(
+                stream,
+                Kind::LvmCluster,
+                router,
+            )));
+            store
+        };
+        use Kind::*;
         let caches = Caches {
             changes,
-            clusters: {
-                let (store, writer) = reflector::store();
-                let stream = watcher(Api::<LVMCluster>::all(c.clone()), all.clone())
-                    .default_backoff()
-                    .modify(strip_meta)
-                    .reflect(writer);
-                tasks.push(tokio::spawn(route_generations(
-                    stream,
-                    Kind::LvmCluster,
-                    r(),
-                )));
-                store
-            },
+            clusters,
             // Small list pages: a page of 500 full Nodes (images, conditions) is decoded before
             // it is stripped, and the allocator keeps that peak; 50 keeps RSS flat at 1000 nodes.
-            nodes: spawn_typed(
-                Api::all(c.clone()),
-                all.clone().page_size(50),
-                Kind::Node,
-                r(),
-                strip_node,
-                &mut tasks,
-            ),
-            node_statuses: spawn_typed(
-                Api::namespaced(c.clone(), namespace),
-                all.clone(),
-                Kind::NodeStatus,
-                r(),
+            nodes: w.typed(&WatchSpec::of(Node).page_size(50), strip_node),
+            node_statuses: w.typed(&WatchSpec::of(NodeStatus), strip_meta),
+            volume_groups: w.typed(&WatchSpec::of(VolumeGroup), strip_meta),
+            daemonsets: w.typed(&WatchSpec::of(DaemonSet).named("vg-manager"), strip_meta),
+            storage_classes: w.typed(&WatchSpec::of(StorageClass), strip_meta),
+            csi_drivers: w.typed(&WatchSpec::of(CsiDriver).named("topolvm.io"), strip_meta),
+            csi_nodes: w.typed(&WatchSpec::of(CsiNode).page_size(100), strip_csi_node),
+            pvs: w.typed(&WatchSpec::of(PersistentVolume).page_size(100), strip_meta),
+            pvcs: w.typed(
+                &WatchSpec::of(PersistentVolumeClaim).page_size(100),
                 strip_meta,
-                &mut tasks,
             ),
-            volume_groups: spawn_typed(
-                Api::namespaced(c.clone(), namespace),
-                all.clone(),
-                Kind::VolumeGroup,
-                r(),
-                strip_meta,
-                &mut tasks,
-            ),
-            daemonsets: spawn_typed(
-                Api::namespaced(c.clone(), namespace),
-                all.clone().fields("metadata.name=vg-manager"),
-                Kind::DaemonSet,
-                r(),
-                strip_meta,
-                &mut tasks,
-            ),
-            storage_classes: spawn_typed(
-                Api::all(c.clone()),
-                all.clone(),
-                Kind::StorageClass,
-                r(),
-                strip_meta,
-                &mut tasks,
-            ),
-            csi_drivers: spawn_typed(
-                Api::all(c.clone()),
-                all.clone().fields("metadata.name=topolvm.io"),
-                Kind::CsiDriver,
-                r(),
-                strip_meta,
-                &mut tasks,
-            ),
-            csi_nodes: spawn_typed(
-                Api::all(c.clone()),
-                all.clone().page_size(100),
-                Kind::CsiNode,
-                r(),
-                strip_csi_node,
-                &mut tasks,
-            ),
-            pvs: spawn_typed(
-                Api::all(c.clone()),
-                all.clone().page_size(100),
-                Kind::PersistentVolume,
-                r(),
-                strip_meta,
-                &mut tasks,
-            ),
-            pvcs: spawn_typed(
-                Api::all(c.clone()),
-                all.clone().page_size(100),
-                Kind::PersistentVolumeClaim,
-                r(),
-                strip_meta,
-                &mut tasks,
-            ),
-            snapshot_classes: caps.snapshots.then(|| {
-                spawn_dynamic(
-                    client,
-                    Kind::SnapshotClass,
-                    Kind::SnapshotClass,
-                    r(),
-                    &mut tasks,
-                )
-            }),
-            group_snapshot_classes: caps.group_snapshots.then(|| {
-                spawn_dynamic(
-                    client,
-                    Kind::GroupSnapshotClass,
-                    Kind::GroupSnapshotClass,
-                    r(),
-                    &mut tasks,
-                )
-            }),
-            sccs: caps
-                .scc
-                .then(|| spawn_dynamic(client, Kind::Scc, Kind::Scc, r(), &mut tasks)),
+            snapshot_classes: caps.snapshots.then(|| w.dynamic(SnapshotClass)),
+            group_snapshot_classes: caps.group_snapshots.then(|| w.dynamic(GroupSnapshotClass)),
+            sccs: caps.scc.then(|| w.dynamic(Scc)),
         };
-        (WatchHub { tasks }, caches)
+        (w.hub(), caches)
     }
 }
 

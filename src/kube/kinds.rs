@@ -36,6 +36,23 @@ pub enum Kind {
 }
 
 impl Kind {
+    pub const ALL: [Kind; 14] = [
+        Kind::LvmCluster,
+        Kind::Node,
+        Kind::CsiNode,
+        Kind::CsiDriver,
+        Kind::DaemonSet,
+        Kind::VolumeGroup,
+        Kind::NodeStatus,
+        Kind::StorageClass,
+        Kind::SnapshotClass,
+        Kind::GroupSnapshotClass,
+        Kind::Scc,
+        Kind::LogicalVolume,
+        Kind::PersistentVolume,
+        Kind::PersistentVolumeClaim,
+    ];
+
     pub fn api_resource(self) -> ApiResource {
         use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim};
         use k8s_openapi::api::{apps::v1::DaemonSet, storage::v1 as st};

@@ -54,3 +54,11 @@ pub async fn acquire(
         _task: task,
     })
 }
+
+/// Resolves when `leadership` is lost; never without leader election.
+pub async fn lost(leadership: Option<&mut Leadership>) {
+    match leadership {
+        Some(l) => while l.leading.changed().await.is_ok() && *l.leading.borrow() {},
+        None => std::future::pending().await,
+    }
+}

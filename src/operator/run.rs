@@ -1,4 +1,5 @@
-//! `lvms operator`: discovery → journal → (leader election) → caches → supervision tree.
+//! `lvms operator`: journal → discovery → (leader election) → caches → one supervised actor
+//! per row of the unit table ([`super::table`]), the Event publisher, and the CSI controller.
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -10,23 +11,20 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use kube::Client;
-use lvms_actors::{PublisherArgs, RestartPolicy, Trigger};
-use lvms_journal::{Journal, JournalConfig};
+use lvms_actors::{RestartPolicy, Trigger};
+use lvms_journal::JournalConfig;
 use tracing::{error, info};
 
 use super::context::Ctx;
-use super::units::csi_nodes::CsiNodesUnit;
+use super::table::{self, UnitId};
 use super::units::generations::PassedGenerations;
-use super::units::lifecycle::{self, LifecycleUnit};
-use super::units::objects::ObjectsUnit;
-use super::units::status_projector::{self, StatusUnit};
-use super::units::{events, object_units, wakes};
+use super::units::{UnitDeps, events};
 use super::world::OperatorSettings;
-use crate::kube::caches::{Router, WatchHub};
+use crate::kube::caches::WatchHub;
 use crate::kube::discovery;
 use crate::kube::events::KubeEvents;
-use crate::runtime::{Diagnostics, PublisherSlot, Supervision, UnitWiring};
-use crate::telemetry::metrics::{Metrics, Process};
+use crate::runtime::process::{Exit, ProcessCore};
+use crate::telemetry::metrics::Process;
 
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -66,22 +64,18 @@ pub async fn run(
     cfg: Config,
     shutdown: impl Future<Output = ()>,
 ) -> anyhow::Result<()> {
-    let metrics = Metrics::new(Process::Operator);
-    let diag = Diagnostics::start(cfg.diagnostics_addr, metrics.text()).await?;
-    let supervision = diag.supervision.clone();
-
+    let core = ProcessCore::start(
+        Process::Operator,
+        cfg.diagnostics_addr,
+        &cfg.journal_dir,
+        "operator",
+        journal_config(),
+    )
+    .await?;
     let capabilities = discovery::capabilities(&client).await.context(
         "discovering optional APIs (VolumeSnapshotClass, VolumeGroupSnapshotClass, SCC)",
     )?;
     info!(?capabilities, "discovered");
-
-    std::fs::create_dir_all(&cfg.journal_dir)
-        .with_context(|| format!("--journal-dir {}", cfg.journal_dir.display()))?;
-    let journal_path = cfg.journal_dir.join("operator");
-    let journal = Arc::new(
-        Journal::open_with(&journal_path, journal_config())
-            .with_context(|| format!("opening the journal at {}", journal_path.display()))?,
-    );
     let epoch = Arc::new(AtomicU64::new(0));
     let mut leadership = None;
     if cfg.leader_elect {
@@ -91,207 +85,81 @@ pub async fn run(
     }
 
     // One trigger per unit; the hub bumps the ones each watch source matters to.
-    let unit_names: Vec<&'static str> = crate::operator::table::units(&capabilities)
-        .map(crate::operator::table::UnitId::name)
-        .collect();
-    let triggers: BTreeMap<&'static str, Trigger> =
-        unit_names.iter().map(|n| (*n, Trigger::new())).collect();
-    let router: Router = {
-        let triggers = triggers.clone();
-        Arc::new(move |source, change, traceparent: Option<&str>| {
-            for (name, t) in &triggers {
-                if wakes(source, change, name) {
-                    t.bump_traced(&format!("{source:?}"), traceparent);
-                }
-            }
-        })
-    };
+    let units: Vec<UnitId> = table::units(&capabilities).collect();
+    let triggers: BTreeMap<UnitId, Trigger> = units.iter().map(|u| (*u, Trigger::new())).collect();
+    let router = super::units::router(&triggers);
     let (_hub, caches) = WatchHub::start(&client, &cfg.namespace, capabilities, router);
     caches
         .wait_ready()
         .await
         .context("waiting for the caches")?;
     info!("caches synced");
-
-    let ctx = Arc::new(Ctx {
-        client: client.clone(),
-        settings: OperatorSettings {
-            namespace: cfg.namespace.clone(),
-            image: cfg.image.clone(),
-            vg_manager_command: cfg.vg_manager_command.clone(),
-        },
-        capabilities,
-        caches,
-    });
-
-    let publisher = PublisherSlot::default();
-    let status_trigger = triggers[status_projector::UNIT].clone();
-    metrics.watch_journal(&journal);
-    let trimmer = crate::runtime::memory::Trimmer::default();
-    let _trimming = trimmer.spawn(Duration::from_millis(200));
-    let passed = Arc::new(PassedGenerations::default());
-    let on_pass: lvms_actors::PassHook = {
-        let (publisher, metrics, passed) = (publisher.clone(), metrics.clone(), passed.clone());
-        Arc::new(move |pass: &lvms_actors::PassReport<'_>| {
-            metrics.pass(pass);
-            trimmer.mark();
-            // A pass over a new generation may be the last one a held status waits for, even
-            // when it wrote nothing.
-            let moved = pass.subject.is_some_and(|s| passed.record(pass.unit, s));
-            if pass.unit != status_projector::UNIT && (pass.journaled || moved) {
-                status_trigger.bump(pass.unit);
-            }
-            if pass.journaled {
-                publisher.poke();
-            }
-        })
+    let settings = OperatorSettings {
+        namespace: cfg.namespace.clone(),
+        image: cfg.image.clone(),
+        vg_manager_command: cfg.vg_manager_command.clone(),
     };
-    let wiring = UnitWiring {
-        journal: journal.clone(),
-        epoch: epoch.clone(),
-        on_pass,
-        debounce: cfg.debounce,
-        checkpoint_every: cfg.checkpoint_every,
+    let deps = UnitDeps {
+        ctx: Arc::new(Ctx {
+            client: client.clone(),
+            settings,
+            capabilities,
+            caches,
+        }),
+        passed: Arc::new(PassedGenerations::default()),
+        volumes: crate::csi::controller::volumes::Volumes::new(),
     };
 
-    let mut children = vec![publisher.child(PublisherArgs {
-        sink: Arc::new(KubeEvents {
+    let wake_status = deps
+        .passed
+        .clone()
+        .status_waker(triggers.get(&UnitId::Status).cloned());
+    let wiring = core.wiring(
+        epoch.clone(),
+        cfg.debounce,
+        cfg.checkpoint_every,
+        Some(wake_status),
+    );
+    let mut children = vec![core.publisher_child(
+        KubeEvents {
             client: client.clone(),
             controller: "lvms-operator".into(),
             instance: cfg.identity.clone(),
-        }),
-        journal: journal.clone(),
-        event_for: {
-            let normal = cfg.normal_events;
-            Arc::new(move |j: &lvms_journal::Journal, r: &lvms_journal::Record| {
-                Ok(events::event_for(j, r, normal)?.into_iter().collect())
-            })
         },
-        checkpoint_every: cfg.checkpoint_every,
-    })];
-    children.push(wiring.child(
-        lifecycle::UNIT,
-        triggers[lifecycle::UNIT].clone(),
-        LifecycleUnit { ctx: ctx.clone() },
-    ));
-    for (name, kind) in object_units(&capabilities) {
-        let unit = ObjectsUnit::new(name, kind, ctx.clone());
-        children.push(wiring.child(name, triggers[name].clone(), unit));
+        events::mapper(cfg.normal_events),
+        cfg.checkpoint_every,
+    )];
+    for (unit, trigger) in &triggers {
+        children.push(unit.child(&deps, &wiring, trigger.clone())?);
     }
-    let csi_nodes = super::units::csi_nodes::UNIT;
-    children.push(wiring.child(
-        csi_nodes,
-        triggers[csi_nodes].clone(),
-        CsiNodesUnit { ctx: ctx.clone() },
-    ));
-    children.push(wiring.child(
-        status_projector::UNIT,
-        triggers[status_projector::UNIT].clone(),
-        StatusUnit::new(ctx.clone(), passed),
-    ));
 
-    // The CSI controller: its RPCs journal LogicalVolume writes; its unit replays them.
-    let csi_trigger = Trigger::new();
-    children.push(wiring.child(
-        crate::csi::controller::writes::UNIT,
-        csi_trigger.clone(),
-        crate::csi::controller::replay::CsiControllerUnit {
-            client: client.clone(),
-        },
-    ));
-    let volumes = crate::csi::controller::volumes::Volumes::new();
-    let volumes_task = tokio::spawn(volumes.clone().run(kube::Api::all(client.clone())));
-    // The helpers for users' volumes (LVMS's PV/PVC controllers, TopoLVM's Node finalizer).
-    {
-        use super::units::topolvm_nodes;
-        use super::units::{persistent_volume_claims as pvcs, persistent_volumes as pvs};
-        children.push(wiring.child(
-            pvs::UNIT,
-            triggers[pvs::UNIT].clone(),
-            pvs::PersistentVolumesUnit { ctx: ctx.clone() },
-        ));
-        children.push(wiring.child(
-            pvcs::UNIT,
-            triggers[pvcs::UNIT].clone(),
-            pvcs::PersistentVolumeClaimsUnit { ctx: ctx.clone() },
-        ));
-        children.push(wiring.child(
-            topolvm_nodes::UNIT,
-            triggers[topolvm_nodes::UNIT].clone(),
-            topolvm_nodes::TopolvmNodesUnit {
-                ctx: ctx.clone(),
-                volumes: volumes.clone(),
-            },
-        ));
-    }
+    let volumes_task = tokio::spawn(deps.volumes.clone().run(kube::Api::all(client.clone())));
     let csi = super::csi::serve(
         &cfg.csi_socket,
         crate::csi::controller::writes::LvWrites {
             client: client.clone(),
-            journal: journal.clone(),
+            journal: core.journal.clone(),
             epoch: epoch.clone(),
         },
-        volumes,
-        ctx.caches.nodes.clone(),
-        ctx.caches.clusters.clone(),
-        supervision.clone(),
+        deps.volumes.clone(),
+        deps.ctx.caches.nodes.clone(),
+        deps.ctx.caches.clusters.clone(),
+        core.diag.supervision.clone(),
     )?;
-
-    let csi_live = {
-        let liveness = diag.liveness.clone();
-        crate::csi::liveness::spawn(cfg.csi_socket.clone(), cfg.csi_probe_interval, move |r| {
-            liveness.set(r)
-        })
-    };
-    let mut tree =
-        Supervision::start(children, cfg.restart_policy, supervision.clone(), &metrics).await?;
-    csi_trigger.bump("supervisor up");
-    diag.mark_synced();
+    let csi_live = core.probe_csi(cfg.csi_socket.clone(), cfg.csi_probe_interval);
+    let mut tree = core.supervise(children, cfg.restart_policy).await?;
+    core.diag.mark_synced();
     info!(namespace = %cfg.namespace, epoch = epoch.load(Ordering::Acquire), "operator running");
 
-    let lost = async {
-        match leadership.as_mut() {
-            Some(l) => loop {
-                if l.leading.changed().await.is_err() || !*l.leading.borrow() {
-                    break;
-                }
-            },
-            None => std::future::pending::<()>().await,
-        }
-    };
-    enum Exit {
-        Shutdown,
-        LeaseLost,
-        SupervisorDied,
-    }
-    futures::pin_mut!(shutdown);
-    let exit = tokio::select! {
-        _ = &mut shutdown => Exit::Shutdown,
-        _ = lost => Exit::LeaseLost,
-        _ = &mut tree.done => Exit::SupervisorDied,
-    };
-    let result = match exit {
-        Exit::Shutdown => {
-            info!("shutting down");
-            Ok(())
-        }
-        Exit::LeaseLost => {
-            error!("leader lease lost: stopping every unit");
-            Err(anyhow::anyhow!("leader election lost"))
-        }
-        Exit::SupervisorDied => {
-            // Supervision gave up: keep serving a failing /readyz until we are stopped.
-            // Log text only: the supervisor is gone either way.
-            let why = supervision.check().err().unwrap_or_default();
-            error!(%why, "supervisor stopped; /readyz now fails");
-            shutdown.await;
-            Ok(())
-        }
-    };
+    let lost = super::leader::lost(leadership.as_mut());
+    let exit = core.serve_until(&mut tree, shutdown, lost).await;
     csi_live.abort();
     csi.stop().await;
     volumes_task.abort();
-    tree.stop(&journal).await;
-    drop(diag);
-    result
+    core.stop(tree).await;
+    if exit == Exit::Other {
+        error!("leader lease lost: every unit stopped");
+        return Err(anyhow::anyhow!("leader election lost"));
+    }
+    Ok(())
 }

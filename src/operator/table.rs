@@ -29,6 +29,9 @@ pub enum UnitId {
     PersistentVolumeClaims,
     /// TopoLVM's Node finalizer (a deleted Node's claims and LogicalVolumes).
     TopolvmNodes,
+    /// The CSI controller's unit: its RPCs journal LogicalVolume writes, it replays what a
+    /// crash left open. Woken by nothing but its start.
+    CsiController,
 }
 
 /// The optional API a unit needs; without it the unit does not run.
@@ -71,7 +74,7 @@ pub const TEARDOWN: [Kind; 8] = {
 };
 
 impl UnitId {
-    pub const ALL: [UnitId; 14] = [
+    pub const ALL: [UnitId; 15] = [
         UnitId::Lifecycle,
         UnitId::CsiDriver,
         UnitId::VgManager,
@@ -86,6 +89,7 @@ impl UnitId {
         UnitId::PersistentVolumes,
         UnitId::PersistentVolumeClaims,
         UnitId::TopolvmNodes,
+        UnitId::CsiController,
     ];
 
     /// LVMS's `GetName()` (journal, Events, logs, metrics); lvms's own for lifecycle/status.
@@ -105,6 +109,7 @@ impl UnitId {
             UnitId::PersistentVolumes => "persistent-volume",
             UnitId::PersistentVolumeClaims => "persistent-volume-claim",
             UnitId::TopolvmNodes => "topolvm-node",
+            UnitId::CsiController => "csi-controller",
         }
     }
 
@@ -128,7 +133,8 @@ impl UnitId {
             | UnitId::Status
             | UnitId::PersistentVolumes
             | UnitId::PersistentVolumeClaims
-            | UnitId::TopolvmNodes => None,
+            | UnitId::TopolvmNodes
+            | UnitId::CsiController => None,
         }
     }
 
@@ -153,6 +159,7 @@ impl UnitId {
             // Capacity annotations move on Nodes.
             UnitId::PersistentVolumeClaims => Some(&[PersistentVolumeClaim, Node]),
             UnitId::TopolvmNodes => Some(&[Node]),
+            UnitId::CsiController => Some(&[]),
         }
     }
 
@@ -168,7 +175,17 @@ impl UnitId {
     /// Whether ResourcesAvailable waits for this unit's first successful pass (LVMS's
     /// resource units; lifecycle and status are the operator's own machinery).
     pub const fn expected(self) -> bool {
-        !matches!(self, UnitId::Lifecycle | UnitId::Status) && !self.volume_helper()
+        !matches!(
+            self,
+            UnitId::Lifecycle | UnitId::Status | UnitId::CsiController
+        ) && !self.volume_helper()
+    }
+
+    /// Whether the LVMCluster matters to this unit: not to the volume helpers (they serve
+    /// users' volumes whether or not a cluster exists) nor to the CSI controller's unit (it
+    /// only replays its RPCs' writes).
+    pub const fn reads_cluster(self) -> bool {
+        !self.volume_helper() && !matches!(self, UnitId::CsiController)
     }
 
     /// The helpers for users' volumes (LVMS's PV/PVC controllers, TopoLVM's Node finalizer):
@@ -207,7 +224,7 @@ impl UnitId {
     /// a cluster exists): at 1000 nodes an edit woke three passes over every Node and claim
     /// for nothing.
     pub fn woken_by(self, source: Kind, change: Change) -> bool {
-        let cluster = source == Kind::LvmCluster && !self.volume_helper();
+        let cluster = source == Kind::LvmCluster && self.reads_cluster();
         (cluster || self.watches().is_none_or(|w| w.contains(&source)))
             && (change == Change::Object || self.reads_reports(source))
     }
@@ -263,8 +280,8 @@ mod tests {
             snapshots: true,
             group_snapshots: true,
         };
-        assert_eq!(units(&none).count(), 11);
-        assert_eq!(units(&all).count(), 14);
+        assert_eq!(units(&none).count(), 12);
+        assert_eq!(units(&all).count(), 15);
         assert!(!units(&none).any(|u| matches!(
             u,
             UnitId::Scc | UnitId::SnapshotClasses | UnitId::GroupSnapshotClasses
@@ -318,9 +335,13 @@ mod tests {
         for u in UnitId::ALL {
             assert_eq!(
                 u.woken_by(Kind::LvmCluster, Change::Object),
-                !u.volume_helper(),
+                u.reads_cluster(),
                 "{u:?}"
             );
+        }
+        // The CSI controller's unit is woken by no watch at all.
+        for source in Kind::ALL {
+            assert!(!UnitId::CsiController.woken_by(source, Change::Object));
         }
     }
 }

@@ -18,6 +18,7 @@ use tokio::task::JoinHandle;
 
 pub mod diagnostics;
 pub mod memory;
+pub mod process;
 
 use crate::telemetry::metrics::MetricsText;
 use diagnostics::ReadyCheck;

@@ -16,6 +16,7 @@ pub mod node_status_unit;
 pub mod node_volumes;
 pub mod registry;
 pub mod run;
+pub mod table;
 pub mod volume_group;
 pub mod volume_lookup;
 pub mod volumes;

@@ -89,7 +89,9 @@ impl Unit for Registry {
             .collect();
         for name in gone {
             triggers.remove(&name);
-            let _ = sup.send_message(SupervisorMsg::Stop(format!("vg/{name}")));
+            let _ = sup.send_message(SupervisorMsg::Stop(super::table::VgUnit::volume_group(
+                &name,
+            )));
         }
         Ok(Pass {
             summary: format!("{} volume group(s) on this node", wanted.len()),
@@ -106,7 +108,11 @@ impl Unit for Registry {
 /// Volume groups (`vg/<name>` units) with an open intent among `open`.
 pub fn with_open_intents(open: &[lvms_journal::Record]) -> BTreeSet<String> {
     open.iter()
-        .filter_map(|r| r.unit()?.strip_prefix("vg/").map(String::from))
+        .filter_map(|r| {
+            r.unit()?
+                .strip_prefix(super::table::VgUnit::VolumeGroup.name())
+                .map(String::from)
+        })
         .collect()
 }
 

@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 
 use crate::node::commands::{self, CommandError};
 use crate::node::lvmd_config::{LvmdConfig, Removal};
-use crate::node::report::{ExistingVg, LvReport, PhysicalVolume};
+use crate::node::report::{ExistingVg, LogicalVolume, LvAttr, LvReport, PhysicalVolume};
 use crate::node::vg::actions::VolumeGroupAction;
 use crate::node::vg::events::{
     EventReason, MSG_LVMD_CONFIG_DELETED, MSG_LVMD_CONFIG_UPDATED_AFTER_REMOVAL,
@@ -55,18 +55,29 @@ pub fn plan(
             if !volumes.is_empty() {
                 return Ok(Teardown::Refuse { volumes });
             }
-            if let Some(pool) = pool
-                && lvs.find(pool).is_some()
-            {
+            let pool_lv = pool.and_then(|p| lvs.find(p));
+            if let (Some(pool), Some(pool_lv)) = (pool, pool_lv) {
                 // As LVMS: deactivate first; `lvremove` of an active pool would prompt.
                 let [deactivate, remove] = commands::delete_lv(vg, pool)?;
-                steps.push((VolumeGroupAction::LvchangeDeactivate, deactivate));
+                if may_be_active(pool_lv) {
+                    steps.push((VolumeGroupAction::LvchangeDeactivate, deactivate));
+                }
                 steps.push((VolumeGroupAction::LvremoveThinPool, remove));
             }
-            steps.push((
-                VolumeGroupAction::VgchangeDeactivate,
-                commands::vgchange_deactivate(vg)?,
-            ));
+            // LVMS deactivates the whole VG before `vgremove`. Planned from what the host shows,
+            // a step is taken only while it is still needed: after a crash between this and
+            // `vgremove`, the next pass does not deactivate again what already is.
+            let pool_part =
+                |name: &str| pool.is_some_and(|p| name == p || name.starts_with(&format!("[{p}_")));
+            if lvs
+                .all()
+                .any(|lv| !pool_part(&lv.lv_name) && may_be_active(lv))
+            {
+                steps.push((
+                    VolumeGroupAction::VgchangeDeactivate,
+                    commands::vgchange_deactivate(vg)?,
+                ));
+            }
             steps.push((VolumeGroupAction::Vgremove, commands::vgremove(vg)?));
             steps.push((
                 VolumeGroupAction::PvremoveTeardown,
@@ -84,6 +95,12 @@ pub fn plan(
         }
     }
     Ok(Teardown::Steps(steps))
+}
+
+/// Only lvm2's `-` says an LV is inactive; `X` (activation off: unknown) or an attr that does
+/// not parse counts as active, the safe side (deactivating an inactive LV is harmless).
+fn may_be_active(lv: &LogicalVolume) -> bool {
+    LvAttr::parse(&lv.lv_attr).map_or(true, |a| a.state != '-')
 }
 
 /// The ManualCleanupRequired message (the user's fix in it).
@@ -119,6 +136,9 @@ mod tests {
     use super::*;
     use crate::node::fixture;
 
+    use crate::node::report::{find_vg, join_vgs, parse_lvs, parse_pvs, parse_vgs};
+    use VolumeGroupAction as A;
+
     #[test]
     fn the_last_class_deletes_lvmd_yaml_and_others_keep_it() {
         assert_eq!(lvmd_after_removal(Removal::NoConfig), None);
@@ -130,8 +150,6 @@ mod tests {
         assert_eq!((file, reason), (Some(kept), EventReason::LVMDConfigUpdated));
         assert_eq!(note, MSG_LVMD_CONFIG_UPDATED_AFTER_REMOVAL);
     }
-    use crate::node::report::{find_vg, join_vgs, parse_lvs, parse_pvs, parse_vgs};
-    use VolumeGroupAction as A;
 
     fn thick() -> ExistingVg {
         let pvs = parse_pvs(&fixture("pvs.json")).unwrap();
@@ -202,12 +220,12 @@ mod tests {
             },
         )
         .unwrap();
+        // The active pool is deactivated; nothing else in the VG is active, so no vgchange.
         assert_eq!(
             actions(&t),
             [
                 A::LvchangeDeactivate,
                 A::LvremoveThinPool,
-                A::VgchangeDeactivate,
                 A::Vgremove,
                 A::PvremoveTeardown
             ]
@@ -216,7 +234,58 @@ mod tests {
             unreachable!()
         };
         assert_eq!(steps[0].1[1..], ["-an", "vg1/thin-pool-1"]);
-        assert_eq!(steps[4].1[1..], ["/dev/loop0", "/dev/loop1"]);
+        assert_eq!(steps[3].1[1..], ["/dev/loop0", "/dev/loop1"]);
+    }
+
+    /// Issue 41: after a crash between a deactivation and what follows it, the next pass plans
+    /// from the host again and does not deactivate twice; an LV lvm2 cannot tell the state of
+    /// (`X`, activation off) or an unreadable attr is deactivated, the safe side.
+    #[test]
+    fn deactivation_is_planned_only_while_something_may_be_active() {
+        let lvs = parse_lvs(&fixture("lvs_thin.json")).unwrap();
+        let vg = thick();
+        let with = |name: &str, attr: &str| {
+            let mut lv = lvs.find("thin-pool-1").cloned().unwrap();
+            lv.lv_name = name.into();
+            lv.lv_attr = attr.into();
+            lv
+        };
+        let plan_of = |lvs: Vec<crate::node::report::LogicalVolume>| {
+            let lvs = LvReport { reports: vec![lvs] };
+            actions(
+                &plan(
+                    "vg1",
+                    Some("thin-pool-1"),
+                    TeardownView::Present { vg: &vg, lvs: &lvs },
+                )
+                .unwrap(),
+            )
+        };
+        // The pool deactivated before a crash: only its removal is left.
+        assert_eq!(
+            plan_of(vec![with("thin-pool-1", "twi---tz--")]),
+            [A::LvremoveThinPool, A::Vgremove, A::PvremoveTeardown]
+        );
+        // Unknown state or a garbled attr: deactivated.
+        for attr in ["twi-X-tz--", "twi"] {
+            assert_eq!(
+                plan_of(vec![with("thin-pool-1", attr)])[0],
+                A::LvchangeDeactivate,
+                "{attr}"
+            );
+        }
+        // An active LV outside the pool (the pool's spare) is deactivated with the VG; an
+        // inactive one is not.
+        assert!(
+            plan_of(vec![with("[lvol0_pmspare]", "ewi-a-----")]).contains(&A::VgchangeDeactivate)
+        );
+        assert!(
+            !plan_of(vec![with("[lvol0_pmspare]", "ewi-------")]).contains(&A::VgchangeDeactivate)
+        );
+        assert!(
+            !plan_of(vec![with("[thin-pool-1_tdata]", "Twi-ao----")])
+                .contains(&A::VgchangeDeactivate)
+        );
     }
 
     #[test]
@@ -232,10 +301,8 @@ mod tests {
             },
         )
         .unwrap();
-        assert_eq!(
-            actions(&t),
-            [A::VgchangeDeactivate, A::Vgremove, A::PvremoveTeardown]
-        );
+        // No LV at all: nothing to deactivate.
+        assert_eq!(actions(&t), [A::Vgremove, A::PvremoveTeardown]);
     }
 
     #[test]

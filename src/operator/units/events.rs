@@ -40,6 +40,13 @@ pub fn ready_summary(generation: i64) -> String {
 /// keeps its own reason); the status reaching Ready → the reconcile's success; with
 /// [`NormalEvents::All`] every unit's successful pass too; anything else → no Event. An intent
 /// that cannot be read is an error (the publisher retries), never "no Event".
+/// [`event_for`] as the Event publisher's mapper.
+pub fn mapper(normal: NormalEvents) -> lvms_actors::EventMapper {
+    std::sync::Arc::new(move |j: &Journal, r: &Record| {
+        Ok(event_for(j, r, normal)?.into_iter().collect())
+    })
+}
+
 pub fn event_for(
     journal: &Journal,
     rec: &Record,

@@ -18,6 +18,25 @@ use crate::api::LVMCluster;
 pub struct PassedGenerations(Mutex<BTreeMap<String, (String, i64)>>);
 
 impl PassedGenerations {
+    /// The pass hook that records each pass and wakes the status unit (`status`) after every
+    /// other unit's pass that journaled or moved to a new generation: that pass may be the
+    /// last one a held status waits for, even when it wrote nothing.
+    pub fn status_waker(
+        self: std::sync::Arc<Self>,
+        status: Option<lvms_actors::Trigger>,
+    ) -> lvms_actors::PassHook {
+        let status_unit = crate::operator::table::UnitId::Status.name();
+        std::sync::Arc::new(move |pass: &lvms_actors::PassReport<'_>| {
+            let moved = pass.subject.is_some_and(|s| self.record(pass.unit, s));
+            if pass.unit != status_unit
+                && (pass.journaled || moved)
+                && let Some(t) = &status
+            {
+                t.bump(pass.unit);
+            }
+        })
+    }
+
     /// Record a finished pass (successful or not: a failed pass has reconciled the generation
     /// too, and its failure is what the status must report). True when the unit moved to
     /// another generation or cluster.

@@ -11,21 +11,100 @@ pub mod persistent_volumes;
 pub mod status_projector;
 pub mod topolvm_nodes;
 
-use crate::kube::caches::Change;
-use crate::kube::discovery::Capabilities;
-use crate::kube::kinds::Kind;
-use crate::operator::table::{self, UnitId};
+use std::sync::Arc;
 
-/// The object units that run on this cluster: (LVMS unit name, kind written).
-pub fn object_units(capabilities: &Capabilities) -> Vec<(&'static str, Kind)> {
-    table::units(capabilities)
-        .filter_map(|u| Some((u.name(), u.writes()?)))
-        .collect()
+use lvms_actors::{ChildSpec, Trigger};
+
+use crate::csi::controller::volumes::Volumes;
+use crate::operator::context::Ctx;
+use crate::operator::table::UnitId;
+use crate::runtime::UnitWiring;
+use generations::PassedGenerations;
+
+/// The watch router: a change wakes each unit the table says it matters to.
+pub fn router(
+    triggers: &std::collections::BTreeMap<UnitId, Trigger>,
+) -> crate::kube::caches::Router {
+    let triggers = triggers.clone();
+    Arc::new(move |source, change, traceparent: Option<&str>| {
+        for (unit, t) in &triggers {
+            if unit.woken_by(source, change) {
+                t.bump_traced(&format!("{source:?}"), traceparent);
+            }
+        }
+    })
 }
 
-/// Does a change in `source` matter to the unit named `unit`? Unknown names: no.
-pub fn wakes(source: Kind, change: Change, unit: &str) -> bool {
-    UnitId::from_name(unit).is_some_and(|u| u.woken_by(source, change))
+/// What the operator's units are built from.
+pub struct UnitDeps {
+    pub ctx: Arc<Ctx>,
+    /// The generations each unit's passes reached (the status unit holds a status for them).
+    pub passed: Arc<PassedGenerations>,
+    /// The CSI controller's LogicalVolume index (TopoLVM's Node finalizer reads it).
+    pub volumes: Arc<Volumes>,
+}
+
+/// A table row that names no way to build its unit (a unit that writes objects but no kind).
+#[derive(Debug, thiserror::Error)]
+#[error("unit {0} has no constructor in the operator's unit table")]
+pub struct Unbuildable(&'static str);
+
+impl UnitId {
+    /// This unit as a supervisor child of `wiring`, woken by `trigger`: adding a unit is its
+    /// row in the table, its arm here and its own file.
+    pub fn child(
+        self,
+        deps: &UnitDeps,
+        wiring: &UnitWiring,
+        trigger: Trigger,
+    ) -> Result<ChildSpec, Unbuildable> {
+        let (name, ctx) = (self.name(), deps.ctx.clone());
+        Ok(match self {
+            UnitId::Lifecycle => wiring.child(name, trigger, lifecycle::LifecycleUnit { ctx }),
+            UnitId::CsiNodes => wiring.child(name, trigger, csi_nodes::CsiNodesUnit { ctx }),
+            UnitId::Status => wiring.child(
+                name,
+                trigger,
+                status_projector::StatusUnit::new(ctx, deps.passed.clone()),
+            ),
+            UnitId::PersistentVolumes => wiring.child(
+                name,
+                trigger,
+                persistent_volumes::PersistentVolumesUnit { ctx },
+            ),
+            UnitId::PersistentVolumeClaims => wiring.child(
+                name,
+                trigger,
+                persistent_volume_claims::PersistentVolumeClaimsUnit { ctx },
+            ),
+            UnitId::TopolvmNodes => wiring.child(
+                name,
+                trigger,
+                topolvm_nodes::TopolvmNodesUnit {
+                    ctx,
+                    volumes: deps.volumes.clone(),
+                },
+            ),
+            UnitId::CsiController => wiring.child(
+                name,
+                trigger,
+                crate::csi::controller::replay::CsiControllerUnit {
+                    client: ctx.client.clone(),
+                },
+            ),
+            UnitId::CsiDriver
+            | UnitId::VgManager
+            | UnitId::VolumeGroups
+            | UnitId::NodeStatuses
+            | UnitId::StorageClasses
+            | UnitId::Scc
+            | UnitId::SnapshotClasses
+            | UnitId::GroupSnapshotClasses => {
+                let kind = self.writes().ok_or(Unbuildable(name))?;
+                wiring.child(name, trigger, objects::ObjectsUnit::new(name, kind, ctx))
+            }
+        })
+    }
 }
 
 /// A volume helper's pass: its subject is no one object (each step regards the PV, claim or

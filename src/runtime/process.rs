@@ -1,0 +1,172 @@
+//! The skeleton both long-running processes share: metrics and the diagnostics server, the
+//! journal, the Event publisher, what every unit is wired with, supervision, the CSI socket's
+//! liveness probe, and the end. `operator::run` and `vgmanager::run` add only what is theirs.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use lvms_actors::{ChildSpec, EventMapper, PassHook, PassReport, PublisherArgs, RestartPolicy};
+use lvms_journal::{Journal, JournalConfig};
+use tokio::task::JoinHandle;
+use tracing::{error, info};
+
+use super::memory::{Trimmer, Trimming};
+use super::{Diagnostics, PublisherSlot, Supervision, UnitWiring};
+use crate::kube::events::KubeEvents;
+use crate::telemetry::metrics::{Metrics, Process};
+
+/// A running process's shared parts.
+pub struct ProcessCore {
+    pub metrics: Metrics,
+    pub diag: Diagnostics,
+    pub journal: Arc<Journal>,
+    pub publisher: PublisherSlot,
+    trimmer: Trimmer,
+    _trimming: Trimming,
+}
+
+/// Why [`ProcessCore::serve_until`] returned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    /// The process was asked to stop (SIGTERM).
+    Shutdown,
+    /// The process's own reason to end (the operator's lost lease).
+    Other,
+    /// Supervision gave up; `/readyz` failed until the process was asked to stop.
+    SupervisorDied,
+}
+
+impl ProcessCore {
+    /// Metrics, `/healthz` `/readyz` `/metrics` on `addr`, and the journal `dir/name`.
+    pub async fn start(
+        process: Process,
+        addr: SocketAddr,
+        journal_dir: &Path,
+        name: &str,
+        journal_config: JournalConfig,
+    ) -> anyhow::Result<Self> {
+        let metrics = Metrics::new(process);
+        let diag = Diagnostics::start(addr, metrics.text()).await?;
+        std::fs::create_dir_all(journal_dir)
+            .with_context(|| format!("--journal-dir {}", journal_dir.display()))?;
+        let path = journal_dir.join(name);
+        let journal = Arc::new(
+            Journal::open_with(&path, journal_config)
+                .with_context(|| format!("opening the journal at {}", path.display()))?,
+        );
+        metrics.watch_journal(&journal);
+        let trimmer = Trimmer::default();
+        let trimming = trimmer.spawn(Duration::from_millis(200));
+        Ok(ProcessCore {
+            metrics,
+            diag,
+            journal,
+            publisher: PublisherSlot::default(),
+            trimmer,
+            _trimming: trimming,
+        })
+    }
+
+    /// What every unit actor of this process shares. After each pass: its metrics, a heap
+    /// trim mark, the publisher poked when it journaled; then `also` (the operator wakes its
+    /// status unit).
+    pub fn wiring(
+        &self,
+        epoch: Arc<AtomicU64>,
+        debounce: Duration,
+        checkpoint_every: u64,
+        also: Option<PassHook>,
+    ) -> UnitWiring {
+        let (publisher, metrics, trimmer) = (
+            self.publisher.clone(),
+            self.metrics.clone(),
+            self.trimmer.clone(),
+        );
+        UnitWiring {
+            journal: self.journal.clone(),
+            epoch,
+            on_pass: Arc::new(move |pass: &PassReport<'_>| {
+                metrics.pass(pass);
+                trimmer.mark();
+                if let Some(also) = &also {
+                    also(pass);
+                }
+                if pass.journaled {
+                    publisher.poke();
+                }
+            }),
+            debounce,
+            checkpoint_every,
+        }
+    }
+
+    /// The Event publisher, a supervisor child writing through `events`.
+    pub fn publisher_child(
+        &self,
+        events: KubeEvents,
+        event_for: EventMapper,
+        checkpoint_every: u64,
+    ) -> ChildSpec {
+        self.publisher.child(PublisherArgs {
+            sink: Arc::new(events),
+            journal: self.journal.clone(),
+            event_for,
+            checkpoint_every,
+        })
+    }
+
+    /// `/healthz` follows the answer of the CSI socket at `socket` to Probe.
+    pub fn probe_csi(&self, socket: PathBuf, every: Duration) -> JoinHandle<()> {
+        let liveness = self.diag.liveness.clone();
+        crate::csi::liveness::spawn(socket, every, move |r| liveness.set(r))
+    }
+
+    pub async fn supervise(
+        &self,
+        children: Vec<ChildSpec>,
+        policy: RestartPolicy,
+    ) -> anyhow::Result<Supervision> {
+        Supervision::start(
+            children,
+            policy,
+            self.diag.supervision.clone(),
+            &self.metrics,
+        )
+        .await
+    }
+
+    /// Runs until `shutdown`, `other` or the end of supervision. When supervision gives up,
+    /// `/readyz` fails with why, and the process stays up until it is asked to stop.
+    pub async fn serve_until(
+        &self,
+        tree: &mut Supervision,
+        shutdown: impl Future<Output = ()>,
+        other: impl Future<Output = ()>,
+    ) -> Exit {
+        futures::pin_mut!(shutdown);
+        tokio::select! {
+            _ = &mut shutdown => {
+                info!("shutting down");
+                Exit::Shutdown
+            }
+            _ = other => Exit::Other,
+            _ = &mut tree.done => {
+                // Log text only: the supervisor is gone either way.
+                let why = self.diag.supervision.check().err().unwrap_or_default();
+                error!(%why, "supervisor stopped; /readyz now fails");
+                shutdown.await;
+                Exit::SupervisorDied
+            }
+        }
+    }
+
+    /// Stops every unit (each finishes its pass), flushes the journal, ends the diagnostics.
+    pub async fn stop(self, tree: Supervision) {
+        tree.stop(&self.journal).await;
+    }
+}
