@@ -32,10 +32,12 @@ use k8s_openapi::api::storage::v1::CSINode;
 use kube::Client;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use lvms::api::LVMCluster;
-use lvms::dev::csi_peers::Sidecar;
-use lvms::dev::operator::{NO_DM_LVM_CONFIG, OperatorOptions, OperatorProcess, VgManagerOptions};
-use lvms::dev::{ControlPlane, Lifetime, Options};
 use lvms_testkit::bench::{Result, env_list, lvms_bin, main_with, target_dir, wait_ready};
+use lvms_testkit::dev::csi_peers::Sidecar;
+use lvms_testkit::dev::operator::{
+    NO_DM_LVM_CONFIG, OperatorOptions, OperatorProcess, VgManagerOptions,
+};
+use lvms_testkit::dev::{ControlPlane, Lifetime, Options};
 use lvms_testkit::disks::{Disk, missing_prerequisites};
 use lvms_testkit::fixtures;
 use serde_json::{Value, json};
@@ -113,11 +115,11 @@ async fn bench() -> Result<()> {
         .join(std::process::id().to_string());
     println!("work dir (logs, journals, images): {}", work.display());
     let mut opts = Options::new(work.join("cp"), Lifetime::DieWithParent);
-    opts.bin_dir = lvms::dev::control_plane::bin_dir();
+    opts.bin_dir = lvms_testkit::dev::control_plane::bin_dir();
     opts.controller_manager = true;
     let cp = ControlPlane::start(opts).await?;
     let client = cp.client().await?;
-    lvms::dev::crds::install_crds(&client, Duration::from_secs(60)).await?;
+    lvms_testkit::dev::crds::install_crds(&client, Duration::from_secs(60)).await?;
     setup(&client).await?;
 
     let disk = Disk::new(&work.join("disks"), "d0", 8192);

@@ -50,14 +50,14 @@ use k8s_openapi::api::core::v1::Node;
 use kube::Client;
 use kube::api::{Api, Patch, PatchParams};
 use lvms::api::{LVMCluster, LVMVolumeGroupNodeStatus};
-use lvms::dev::Lifetime;
-use lvms::dev::operator::{OperatorOptions, OperatorProcess, cpu_ticks_of};
 use lvms_testkit::bench::phases::{
     self, CLUSTER, TIMEOUT, Teardown, create_nodes, median, mib, proc_status_kib, watch_until,
 };
 use lvms_testkit::bench::{
     Result, control_plane, env_list, lvms_bin, main_with, target_dir, wait_ready,
 };
+use lvms_testkit::dev::Lifetime;
+use lvms_testkit::dev::operator::{OperatorOptions, OperatorProcess, cpu_ticks_of};
 use lvms_testkit::fixtures::node_status;
 use lvms_testkit::process::tail;
 use serde_json::{Value, json};
@@ -252,7 +252,7 @@ async fn bench() -> Result<()> {
     let classes = env_list("LVMS_BENCH_CLASSES", &[1, 3]);
     let steady = Duration::from_secs(env_list("LVMS_BENCH_STEADY_SECS", &[10])[0] as u64);
     let bin = lvms_bin();
-    let bins = lvms::dev::control_plane::bin_dir();
+    let bins = lvms_testkit::dev::control_plane::bin_dir();
     // One directory per run (two runs must not share etcd data dirs); runs that are gone are
     // swept.
     let base = std::env::temp_dir().join("lvms-bench-operator");
@@ -271,7 +271,10 @@ async fn bench() -> Result<()> {
         .collect();
     let repeat = env_list("LVMS_BENCH_REPEAT", &[1])[0].max(1);
     let jaeger = if modes.contains(&true) {
-        let j = lvms::dev::jaeger::Jaeger::start(&work.join("jaeger"), Lifetime::DieWithParent)?;
+        let j = lvms_testkit::dev::jaeger::Jaeger::start(
+            &work.join("jaeger"),
+            Lifetime::DieWithParent,
+        )?;
         println!("jaeger: OTLP {}", j.otlp_endpoint());
         Some(j)
     } else {

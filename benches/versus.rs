@@ -38,11 +38,11 @@ use std::fmt::Write as _;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use lvms::dev::operator::{OperatorOptions, OperatorProcess, cpu_ticks_of};
 use lvms_testkit::bench::phases::{
     self, Measured, TIMEOUT, create_nodes, median, mib, proc_status_kib,
 };
 use lvms_testkit::bench::{Result, control_plane, env_list, lvms_bin, main_with, target_dir};
+use lvms_testkit::dev::operator::{OperatorOptions, OperatorProcess, cpu_ticks_of};
 use lvms_testkit::lvms_go::{self, LvmsGo};
 use lvms_testkit::process::tail;
 
@@ -147,7 +147,7 @@ async fn bench() -> Result<()> {
     // Both missing binaries fail here, before any run: a half-run comparison says nothing.
     let go_bin = lvms_go::bin()?;
     let bin = lvms_bin();
-    let bins = lvms::dev::control_plane::bin_dir();
+    let bins = lvms_testkit::dev::control_plane::bin_dir();
     let base = std::env::temp_dir().join("lvms-bench-versus");
     lvms_testkit::env::sweep_stale(&base);
     let work = base.join(std::process::id().to_string());

@@ -31,11 +31,11 @@ use k8s_openapi::api::core::v1::Node;
 use kube::Client;
 use kube::api::{Api, PostParams};
 use lvms::api::{LVMVolumeGroup, LVMVolumeGroupNodeStatus, VGStatusType};
-use lvms::dev::ControlPlane;
-use lvms::dev::operator::{NO_DM_LVM_CONFIG, OperatorProcess, VgManagerOptions};
 use lvms_testkit::bench::{
     Result, control_plane, env_list, lvms_bin, main_with, target_dir, wait_ready,
 };
+use lvms_testkit::dev::ControlPlane;
+use lvms_testkit::dev::operator::{NO_DM_LVM_CONFIG, OperatorProcess, VgManagerOptions};
 use lvms_testkit::disks::{Disk, missing_prerequisites};
 use lvms_testkit::fixtures::{node, node_status, volume_group};
 use serde_json::{Value, json};
@@ -78,7 +78,7 @@ async fn bench() -> Result<()> {
     println!("lvms: {}", bin.display());
     println!("work dir (logs, journals, images): {}", work.display());
 
-    let bins = lvms::dev::control_plane::bin_dir();
+    let bins = lvms_testkit::dev::control_plane::bin_dir();
     let (cp, client) = control_plane(&work.join("cp"), &bins, NAMESPACE).await?;
     Api::<Node>::all(client.clone())
         .create(&PostParams::default(), &node(NODE))

@@ -3,7 +3,6 @@
 pub mod api;
 pub mod cli;
 pub mod csi;
-pub mod dev;
 pub mod explain;
 pub mod kube;
 pub mod node;

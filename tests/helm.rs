@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use lvms::dev::deploy::{helm_template, render};
+use lvms_testkit::dev::deploy::{helm_template, render};
 use serde_json::Value;
 
 fn repo(p: &str) -> std::path::PathBuf {

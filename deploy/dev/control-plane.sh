@@ -12,9 +12,9 @@ cmd=${1:-}
 case "$cmd" in
   up)
     LVMS_TEST_BINS=$(deploy/dev/build-test-bins.sh) && export LVMS_TEST_BINS
-    cargo run -q -- dev control-plane up --dir "$DIR" ;;
+    cargo run -q -p lvms-testkit --bin lvms-dev -- control-plane up --dir "$DIR" ;;
   env|down)
-    cargo run -q -- dev control-plane "$cmd" --dir "$DIR" ;;
+    cargo run -q -p lvms-testkit --bin lvms-dev -- control-plane "$cmd" --dir "$DIR" ;;
   *)
     echo "usage: $0 up|env|down" >&2; exit 2 ;;
 esac

@@ -1,7 +1,7 @@
 # node-a of `make demo` when the host has no device-mapper: run by the real-kernel test guest
 # (dash, as root; /work holds lvms and the kubeconfig; $GUEST_OUT comes back to the host).
 # vg-manager builds demo-a's VG and thin pool on the guest's disk with activation on and serves
-# the CSI node service; `lvms dev kubelet` makes kubelet's calls: the PVC the host creates is
+# the CSI node service; `lvms-dev kubelet` makes kubelet's calls: the PVC the host creates is
 # published (formatted xfs, mounted), written, snapshotted by the host, restored into a new PVC,
 # published and read back; then the guest waits for the teardown the host starts.
 set -u
@@ -29,8 +29,8 @@ lvs -a -o lv_name,lv_attr,lv_size,data_percent,metadata_percent,chunk_size demo-
 dmsetup ls | grep demo
 say "its lvmd.yaml:"; cat /run/vgm/lvmd.yaml
 step() { "$@" || { say "failed: $*"; kill $vgm; exit 1; }; }
-kubelet() { KUBECONFIG=/work/kubeconfig /work/lvms dev kubelet "$@" --socket /run/vgm/csi.sock --timeout-secs 600; }
-say "kubelet's part (lvms dev kubelet): publish PVC default/photos once it is Bound"
+kubelet() { KUBECONFIG=/work/kubeconfig /work/lvms-dev kubelet "$@" --socket /run/vgm/csi.sock --timeout-secs 600; }
+say "kubelet's part (lvms-dev kubelet): publish PVC default/photos once it is Bound"
 step kubelet publish --claim default/photos --target /mnt/photos
 say "mounted: $(awk '$5 == "/mnt/photos"' /proc/self/mountinfo | sed 's/.* - //')"
 df -h /mnt/photos | tail -1

@@ -8,7 +8,7 @@
 # (containers, CI) in the real-kernel test guest (QEMU, Debian cloud kernel; built once into
 # ~/.cache/lvms-test-bins), reaching the API server through one loopback forward. There a PVC
 # goes all the way: csi-provisioner and lvms's CSI controller make its thin LV, the node service
-# (called by `lvms dev kubelet`, kubelet's part) formats and mounts it, a file is written, the
+# (called by `lvms-dev kubelet`, kubelet's part) formats and mounts it, a file is written, the
 # real snapshot-controller and csi-snapshotter take a VolumeSnapshot, a PVC restored from it is
 # mounted and the file read back.
 # Then a PVC on node-b's class (lvm2 metadata only on this host) shows Bound, its LogicalVolume,
@@ -97,7 +97,7 @@ if [ "$LVMS_DEMO_GUEST" = 1 ]; then
   A_DISK=/dev/disk/by-id/virtio-node-a-disk1
   echo "--- node-a: vg-manager in a QEMU guest (no device-mapper on this host); disk $A_DISK; console lines start with [guest]"
   node_objects node-a
-  cargo build -q -p lvms-testkit --bin lvms-guest
+  cargo build -q -p lvms-testkit --bin lvms-guest --bin lvms-dev
   guest_log=$LVMS_DEV_DIR/node-a-guest.log
   # Traced (make traces): the guest's vg-manager exports through one more loopback forward.
   otel=()
@@ -106,7 +106,7 @@ if [ "$LVMS_DEMO_GUEST" = 1 ]; then
       "${OTEL_TRACES_SAMPLER:-parentbased_always_on}" >"$LVMS_DEV_DIR/otel.env"
     otel=(--forward "4318=${BASH_REMATCH[2]}" --file "otel.env=$LVMS_DEV_DIR/otel.env")
   fi
-  target/debug/lvms-guest --kubeconfig "$KUBECONFIG" --binary lvms="$LVMS" --disk node-a-disk1=512 \
+  target/debug/lvms-guest --kubeconfig "$KUBECONFIG" --binary lvms="$LVMS" --binary lvms-dev=target/debug/lvms-dev --disk node-a-disk1=512 \
     "${otel[@]}" --out "$LVMS_DEV_DIR/node-a" --timeout 900 deploy/dev/demo-guest-node.sh > >(tee "$guest_log") 2>&1 &
   guest_pid=$!
   pids+=("$guest_pid")

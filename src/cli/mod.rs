@@ -7,8 +7,6 @@ use clap::{Parser, Subcommand};
 mod crds;
 // These commands print their results on stdout: that is their output, not logging.
 #[allow(clippy::print_stdout)]
-mod dev;
-#[allow(clippy::print_stdout)]
 mod explain;
 #[allow(clippy::print_stdout)]
 mod journal;
@@ -52,15 +50,11 @@ pub enum Command {
     Operator(operator::OperatorArgs),
     /// Run vg-manager on this node (turns LVMVolumeGroups into volume groups).
     VgManager(vg_manager::VgManagerArgs),
-    /// Developer tools: a local control plane on loopback.
-    #[command(subcommand)]
-    Dev(dev::DevCommand),
 }
 
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Crds { out_dir } => crds::run(out_dir),
-        Command::Dev(cmd) => dev::run(cmd),
         Command::Explain(args) => explain::run(args),
         Command::Journal(cmd) => journal::run(cmd),
         Command::MustGather(args) => must_gather::run(args),

@@ -5,11 +5,11 @@ use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use crate::dev::operator::OperatorProcess;
+use crate::dev::{ControlPlane, Lifetime, Options};
 use k8s_openapi::api::core::v1::Namespace;
 use kube::Client;
 use kube::api::{Api, PostParams};
-use lvms::dev::operator::OperatorProcess;
-use lvms::dev::{ControlPlane, Lifetime, Options};
 
 use crate::fixtures;
 use crate::process::tail;
@@ -79,7 +79,7 @@ pub async fn control_plane(
     opts.controller_manager = false;
     let cp = ControlPlane::start(opts).await?;
     let client = cp.client().await?;
-    lvms::dev::crds::install_crds(&client, Duration::from_secs(60)).await?;
+    crate::dev::crds::install_crds(&client, Duration::from_secs(60)).await?;
     Api::<Namespace>::all(client.clone())
         .create(&PostParams::default(), &fixtures::namespace(namespace))
         .await?;

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use lvms::dev::operator::NO_DM_LVM_CONFIG;
+use crate::dev::operator::NO_DM_LVM_CONFIG;
 use serde_json::Value;
 
 pub struct Disk {

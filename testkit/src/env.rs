@@ -7,10 +7,10 @@ use std::process::Command;
 use std::sync::OnceLock;
 use std::time::Duration;
 
+use crate::dev::{ControlPlane, Lifetime, Options};
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{DeleteParams, PostParams};
 use kube::{Api, Client};
-use lvms::dev::{ControlPlane, Lifetime, Options};
 
 use crate::fixtures;
 
@@ -64,7 +64,7 @@ pub fn sweep_stale(base: &Path) {
     };
     for e in entries.flatten() {
         let pid = e.file_name().to_string_lossy().parse::<i32>().ok();
-        if pid.is_some_and(|p| !lvms::dev::process::alive(p)) {
+        if pid.is_some_and(|p| !crate::dev::process::alive(p)) {
             let _ = std::fs::remove_dir_all(e.path());
         }
     }
@@ -96,7 +96,7 @@ pub fn env() -> &'static Env {
                     cp.server_url()
                 );
                 let client = cp.client().await.expect("admin client");
-                lvms::dev::crds::install_crds(&client, Duration::from_secs(60))
+                crate::dev::crds::install_crds(&client, Duration::from_secs(60))
                     .await
                     .unwrap_or_else(|e| panic!("installing CRDs: {e}"));
                 Env { cp }

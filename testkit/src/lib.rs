@@ -3,8 +3,11 @@
 //! - [`env`]: one real control plane per test process, and a namespace per test;
 //! - [`scenario`]: one scenario at a time, with its `lvms operator` / `lvms vg-manager`
 //!   processes, journals and LVMCluster helpers;
-//! - [`kubelet`]: what kubelet would do (Nodes, CSINode registrations); [`plugin_watcher`]:
-//!   kubelet's plugin registration, spoken as kubelet speaks it;
+//! - [`kubelet`]: the one stand-in for kubelet (and the node lifecycle controller) where no
+//!   kubelet runs: Nodes and CSINode registrations, the plugin watcher's registration spoken as
+//!   kubelet speaks it, and kubelet's volume calls (`lvms-dev kubelet`);
+//! - [`dev`]: developer tooling for the tests, the demo and `lvms-dev`: a real control plane on
+//!   loopback and its certificates, Jaeger, the CSI peers, the operator launcher, CRDs;
 //! - [`cleanup`]: removing an earlier scenario's cluster-scoped leftovers;
 //! - [`disks`]: loop-device disks and lvm2 queries (root, real lvm2);
 //! - [`guest`]: the real-kernel tier, a QEMU guest with device-mapper running a script;
@@ -19,6 +22,7 @@
 pub mod bench;
 pub mod cleanup;
 pub mod consistency;
+pub mod dev;
 pub mod disks;
 pub mod env;
 pub mod events;
@@ -27,7 +31,6 @@ pub mod guest;
 pub mod journal;
 pub mod kubelet;
 pub mod lvms_go;
-pub mod plugin_watcher;
 pub mod process;
 pub mod rng;
 pub mod scenario;

@@ -12,13 +12,13 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
+use crate::dev::Lifetime;
+use crate::dev::pki::Pki;
+use crate::dev::process::{free_port, spawn, terminate_child};
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::Pod;
 use kube::Client;
 use kube::api::{Api, PostParams};
-use lvms::dev::Lifetime;
-use lvms::dev::pki::Pki;
-use lvms::dev::process::{free_port, spawn, terminate_child};
 use serde_json::json;
 
 use crate::bench::Result;
@@ -38,7 +38,7 @@ pub fn bin() -> Result<PathBuf> {
     let path = std::env::var_os("LVMS_GO_BIN")
         .map(PathBuf::from)
         .unwrap_or_else(|| {
-            lvms::dev::control_plane::test_bins_cache()
+            crate::dev::control_plane::test_bins_cache()
                 .join(format!("lvms-go-{VERSION}"))
                 .join("bin")
                 .join("lvms")
@@ -104,7 +104,7 @@ impl LvmsGo {
         let deadline = Instant::now() + timeout;
         loop {
             if matches!(
-                lvms::dev::jaeger::http_get(self.probe, "/readyz"),
+                crate::dev::jaeger::http_get(self.probe, "/readyz"),
                 Ok((200, _))
             ) {
                 return Ok(());

@@ -6,9 +6,9 @@
 use std::path::Path;
 use std::time::Duration;
 
+use crate::dev::csi_peers::{Sidecar, snapshot_crds_dir};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DeleteParams};
-use lvms::dev::csi_peers::{Sidecar, snapshot_crds_dir};
 use serde_json::{Value, json};
 
 use crate::eventually;
@@ -76,9 +76,9 @@ async fn install_crds(client: &kube::Client, files: &[&str]) {
                 path.display()
             )
         });
-        objects.extend(lvms::dev::deploy::parse_stream(&text).expect("CRD YAML"));
+        objects.extend(crate::dev::deploy::parse_stream(&text).expect("CRD YAML"));
     }
-    lvms::dev::deploy::apply_all(client, &objects)
+    crate::dev::deploy::apply_all(client, &objects)
         .await
         .expect("snapshot CRDs");
 }

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use lvms::dev::{ControlPlane, ControlPlaneError, Lifetime, Options};
+use lvms_testkit::dev::{ControlPlane, ControlPlaneError, Lifetime, Options};
 
 const CHILD_ENV: &str = "LVMS_HARNESS_PANIC_CHILD";
 
@@ -72,13 +72,14 @@ fn control_plane_dies_with_a_panicking_test_process() {
         .collect();
     assert_eq!(pids.len(), 2, "etcd and kube-apiserver");
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while pids.iter().any(|p| lvms::dev::process::alive(*p)) && std::time::Instant::now() < deadline
+    while pids.iter().any(|p| lvms_testkit::dev::process::alive(*p))
+        && std::time::Instant::now() < deadline
     {
         std::thread::sleep(Duration::from_millis(100));
     }
     let alive: Vec<_> = pids
         .iter()
-        .filter(|p| lvms::dev::process::alive(**p))
+        .filter(|p| lvms_testkit::dev::process::alive(**p))
         .collect();
     assert!(
         alive.is_empty(),

@@ -9,7 +9,7 @@ use kube::Api;
 use lvms::api::LogicalVolume;
 use lvms::csi::proto::CreateVolumeRequest;
 use lvms::csi::proto::controller_client::ControllerClient;
-use lvms::dev::operator::OperatorProcess;
+use lvms_testkit::dev::operator::OperatorProcess;
 use lvms_testkit::disks::{Disk, lvm, require_prerequisites};
 use lvms_testkit::fixtures::{host_selector, lvm_cluster};
 use lvms_testkit::kubelet::create_node;
@@ -138,7 +138,7 @@ impl ThickNode {
     }
 
     /// An upstream sidecar on the operator's CSI socket, with the control plane's kubeconfig.
-    pub fn sidecar(&self, name: &str, args: &[&str]) -> lvms::dev::csi_peers::Sidecar {
+    pub fn sidecar(&self, name: &str, args: &[&str]) -> lvms_testkit::dev::csi_peers::Sidecar {
         self.sidecar_env(name, args, &[])
     }
 
@@ -147,11 +147,11 @@ impl ThickNode {
         name: &str,
         args: &[&str],
         env: &[(&str, &str)],
-    ) -> lvms::dev::csi_peers::Sidecar {
+    ) -> lvms_testkit::dev::csi_peers::Sidecar {
         let mut all: Vec<String> = args.iter().map(|a| a.to_string()).collect();
         all.push(format!("--csi-address={}", self.op.csi_socket.display()));
         let kubeconfig = &lvms_testkit::env::env().cp.kubeconfig;
-        lvms::dev::csi_peers::Sidecar::start(
+        lvms_testkit::dev::csi_peers::Sidecar::start(
             name,
             &all,
             env,

@@ -5,8 +5,8 @@
 use std::time::Duration;
 
 use lvms::csi::proto::controller_client::ControllerClient;
-use lvms::dev::operator::OperatorProcess;
 use lvms_journal::{Body, Journal};
+use lvms_testkit::dev::operator::OperatorProcess;
 use tonic::transport::Channel;
 
 use crate::common::{

@@ -251,7 +251,7 @@ fn died_at(n: &mut ThickNode, point: &str) {
         n.op.wait_exit(Duration::from_secs(60))
             .unwrap_or_else(|| panic!("the operator did not reach {point}:\n{}", n.op.log_text()));
     assert!(
-        lvms::dev::operator::OperatorProcess::killed_by_sigkill(&status),
+        lvms_testkit::dev::operator::OperatorProcess::killed_by_sigkill(&status),
         "{point}: {status:?}"
     );
 }

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use lvms::dev::operator::OperatorProcess;
+use lvms_testkit::dev::operator::OperatorProcess;
 use lvms_testkit::eventually;
 
 use crate::common::ThickNode;

@@ -19,7 +19,7 @@ fn claim(name: &str, class: &str, size: &str) -> PersistentVolumeClaim {
     lvms_testkit::fixtures::csi::claim(name, &format!("lvms-{class}"), size, NODE, None)
 }
 
-fn sidecars(n: &ThickNode) -> Vec<lvms::dev::csi_peers::Sidecar> {
+fn sidecars(n: &ThickNode) -> Vec<lvms_testkit::dev::csi_peers::Sidecar> {
     vec![
         n.sidecar_env(
             "csi-provisioner",
@@ -56,7 +56,7 @@ fn sidecars(n: &ThickNode) -> Vec<lvms::dev::csi_peers::Sidecar> {
 async fn bound(
     pvcs: &Api<PersistentVolumeClaim>,
     name: &str,
-    peers: &[lvms::dev::csi_peers::Sidecar],
+    peers: &[lvms_testkit::dev::csi_peers::Sidecar],
 ) -> PersistentVolumeClaim {
     eventually(SLOW, || async {
         let c = pvcs.get(name).await.ok()?;

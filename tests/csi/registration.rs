@@ -12,7 +12,7 @@ use lvms::api::LVMStateType;
 use lvms_testkit::disks::{Disk, require_prerequisites};
 use lvms_testkit::fixtures::{host_selector, lvm_cluster};
 use lvms_testkit::kubelet::create_node;
-use lvms_testkit::plugin_watcher::{KubeletConn, register};
+use lvms_testkit::kubelet::plugin_watcher::{KubeletConn, register};
 use lvms_testkit::{Scenario, eventually};
 use serde_json::json;
 

@@ -5,7 +5,7 @@
 
 use std::process::Command;
 
-use lvms::dev::csi_peers::peer_bin;
+use lvms_testkit::dev::csi_peers::peer_bin;
 use serde_json::json;
 
 use crate::common::{MIB, ThickNode};

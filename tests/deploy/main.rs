@@ -15,8 +15,8 @@ use k8s_openapi::api::rbac::v1::ClusterRole;
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use lvms::api::{LVMStateType, LVMVolumeGroupNodeStatus, VGStatusType};
-use lvms::dev::deploy::{apply_all, render, write_namespace_overlay};
-use lvms::dev::operator::{OperatorOptions, OperatorProcess};
+use lvms_testkit::dev::deploy::{apply_all, render, write_namespace_overlay};
+use lvms_testkit::dev::operator::{OperatorOptions, OperatorProcess};
 use lvms_testkit::disks::{Disk, require_prerequisites, vg_names};
 use lvms_testkit::events::assert_no_duplicate_events;
 use lvms_testkit::fixtures::{lvm_cluster, thick_class};
@@ -167,7 +167,7 @@ async fn provision_with_sidecars(
     op: &OperatorProcess,
     op_kc: &Path,
     vg: &str,
-) -> Vec<lvms::dev::csi_peers::Sidecar> {
+) -> Vec<lvms_testkit::dev::csi_peers::Sidecar> {
     use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
     // The sidecars' args as the installed Deployment has them, with what a pod would supply
     // filled in: the socket path, $(NAMESPACE), and no owning pod for the capacity objects.
@@ -201,7 +201,7 @@ async fn provision_with_sidecars(
             })
             .collect();
         all.extend(extra.iter().map(|a| a.to_string()));
-        lvms::dev::csi_peers::Sidecar::start(
+        lvms_testkit::dev::csi_peers::Sidecar::start(
             name,
             &all,
             &[("NAMESPACE", s.ns.name.as_str())],

@@ -45,7 +45,7 @@ pub const SIZE: &str = "300Mi";
 pub async fn snapshot_ready(
     snaps: &Api<kube::api::DynamicObject>,
     name: &str,
-    peers: &[lvms::dev::csi_peers::Sidecar],
+    peers: &[lvms_testkit::dev::csi_peers::Sidecar],
 ) -> String {
     let content = eventually(SLOW, || async {
         let s = snaps.get(name).await.ok()?;
@@ -71,7 +71,7 @@ pub async fn snapshot_ready(
 pub async fn bound_handle(
     h: &HostCtx<'_>,
     name: &str,
-    logs: &[lvms::dev::csi_peers::Sidecar],
+    logs: &[lvms_testkit::dev::csi_peers::Sidecar],
 ) -> String {
     let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(h.s.client.clone(), &h.s.ns.name);
     let pvs: Api<PersistentVolume> = Api::all(h.s.client.clone());

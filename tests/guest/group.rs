@@ -53,6 +53,7 @@ pub async fn run_group(
         .forward(API_PORT_IN_GUEST, cp.api_port)
         .forward(RELAY_PORT_IN_GUEST, relay.port())
         .binary("lvms", lvms_bin())
+        .binary("lvms-dev", lvms_testkit::process::dev_bin())
         .file("kubeconfig", &kc_path);
     // csi-sanity runs in the guest, where the node service's mounts are.
     let suites = scenarios
@@ -60,7 +61,8 @@ pub async fn run_group(
         .filter(|(name, _)| name.starts_with("sanity"))
         .count();
     if suites > 0 {
-        let bin = lvms::dev::csi_peers::peer_bin("csi-sanity").unwrap_or_else(|e| panic!("{e}"));
+        let bin =
+            lvms_testkit::dev::csi_peers::peer_bin("csi-sanity").unwrap_or_else(|e| panic!("{e}"));
         spec = spec.binary("csi-sanity", bin);
         // A suite took ~5 min under emulation on the machines measured first and ~20 min on the
         // slowest one since, on top of the other scenarios.

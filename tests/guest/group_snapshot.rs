@@ -74,7 +74,7 @@ const WAL_SIZE: &str = "64Mi";
 
 /// In the guest, once the class is Ready (`$NS`, `$VG`, `$VGM`, `$ROUNDS`, `$BATCH` set).
 const GUEST: &str = r#"
-K() { KUBECONFIG=/work/kubeconfig /work/lvms dev kubelet "$@" --socket $VGM/csi.sock --timeout-secs 900; }
+K() { KUBECONFIG=/work/kubeconfig /work/lvms-dev kubelet "$@" --socket $VGM/csi.sock --timeout-secs 900; }
 call() { what=$1; shift; K "$@" >>"$GUEST_OUT/kubelet.log" 2>&1 || fail "kubelet $what failed: $(tail -3 "$GUEST_OUT/kubelet.log")" 30; }
 gates() { dmsetup info -c --noheadings --separator ' ' -o name,open,suspended | grep '^lvms-' || true; }
 # The volume id behind a target (its gate's name).
@@ -212,7 +212,7 @@ async fn take(
     a: &Apis,
     name: String,
     class: &str,
-    peers: &[lvms::dev::csi_peers::Sidecar],
+    peers: &[lvms_testkit::dev::csi_peers::Sidecar],
 ) -> (String, Vec<(String, String)>) {
     let name = name.as_str();
     let pp = PatchParams::apply("lvms-test").force();

@@ -1,5 +1,5 @@
 //! The node service on a real kernel: claims made by csi-provisioner become volumes that
-//! `lvms dev kubelet` (kubelet's calls, in the guest) publishes through vg-manager's node
+//! `lvms-dev kubelet` (kubelet's calls, in the guest) publishes through vg-manager's node
 //! socket: an xfs and an ext4 filesystem formatted once and mounted, a raw block device bound
 //! at its target, each written; VolumeSnapshots of the mounted volumes (snapshot-controller,
 //! csi-snapshotter) restored into new claims that hold what was written before the snapshot
@@ -25,7 +25,7 @@ const GROWN: &str = "400Mi";
 
 /// In the guest, once the class is Ready (`$NS`, `$VG`, `$VGM` set): kubelet's part.
 const GUEST: &str = r#"
-K() { KUBECONFIG=/work/kubeconfig /work/lvms dev kubelet "$@" --socket $VGM/csi.sock --timeout-secs 900; }
+K() { KUBECONFIG=/work/kubeconfig /work/lvms-dev kubelet "$@" --socket $VGM/csi.sock --timeout-secs 900; }
 call() { what=$1; shift; K "$@" >>"$GUEST_OUT/kubelet.log" 2>&1 || fail "kubelet $what failed: $(tail -3 "$GUEST_OUT/kubelet.log")" 30; }
 M=/mnt/kubelet
 call publish publish --claim "$NS/data" --target $M/data
@@ -113,7 +113,7 @@ fn host(h: HostCtx<'_>) -> futures::future::BoxFuture<'_, ()> {
         let kubeconfig = &lvms_testkit::env::env().cp.kubeconfig;
         let mut peers = snapshots::controllers(&h.socket, kubeconfig, &h.s.dir, "240s");
         peers.push(
-            lvms::dev::csi_peers::Sidecar::start(
+            lvms_testkit::dev::csi_peers::Sidecar::start(
                 "csi-resizer",
                 &[
                     "--leader-election=false".into(),
@@ -330,7 +330,7 @@ pub async fn published_volumes_are_formatted_once_mounted_snapshotted_restored_a
 /// In the guest: vg-manager SIGKILLed after mkfs and before the format's outcome, then after
 /// the mount and before its outcome; kubelet's publish is retried across each restart.
 const CRASH_GUEST: &str = r#"
-K() { KUBECONFIG=/work/kubeconfig /work/lvms dev kubelet "$@" --socket $VGM/csi.sock --timeout-secs 900; }
+K() { KUBECONFIG=/work/kubeconfig /work/lvms-dev kubelet "$@" --socket $VGM/csi.sock --timeout-secs 900; }
 M=/mnt/kubelet-crash
 vol() { lvs --noheadings -o lv_name -S lv_tags=lvms-volume "$VG" | tr -d ' '; }
 uuid() { blockdev --flushbufs "/dev/$VG/$(vol)"; blkid -p -o export "/dev/$VG/$(vol)" | grep '^UUID=' || echo none; }
@@ -362,7 +362,7 @@ done
 fn crash_host(h: HostCtx<'_>) -> futures::future::BoxFuture<'_, ()> {
     Box::pin(async move {
         let kubeconfig = &lvms_testkit::env::env().cp.kubeconfig;
-        let provisioner = lvms::dev::csi_peers::Sidecar::start(
+        let provisioner = lvms_testkit::dev::csi_peers::Sidecar::start(
             "csi-provisioner",
             &[
                 "--feature-gates=Topology=true".into(),

@@ -5,8 +5,8 @@ use std::time::Duration;
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::api::Api;
 use lvms::api::LVMStateType;
-use lvms::dev::operator::OperatorProcess;
 use lvms_journal::{Body, Journal, Replayed};
+use lvms_testkit::dev::operator::OperatorProcess;
 
 use lvms_testkit::events::assert_no_duplicate_events;
 use lvms_testkit::fixtures::thin;

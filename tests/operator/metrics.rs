@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use k8s_openapi::api::storage::v1::{CSIDriver, StorageClass};
 use kube::api::Api;
-use lvms::dev::operator::OperatorProcess;
 use lvms::telemetry::metrics::exposition::{Exposition, parse};
+use lvms_testkit::dev::operator::OperatorProcess;
 
 use lvms_testkit::fixtures::thin;
 use lvms_testkit::kubelet::{create_node, register_csi_node};

@@ -3,8 +3,8 @@
 use std::future::Future;
 use std::time::{Duration, Instant};
 
-use lvms::dev::operator::OperatorProcess;
 use lvms_testkit::Scenario;
+use lvms_testkit::dev::operator::OperatorProcess;
 use lvms_testkit::process::tail;
 
 use crate::plan::{CyclePlan, Follow, Phase};

@@ -8,11 +8,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use lvms::api::LVMStateType;
-use lvms::dev::jaeger::Jaeger;
+use lvms_testkit::dev::jaeger::Jaeger;
 
-use lvms::dev::process::Lifetime;
 use lvms_journal::{Body, Journal};
 use lvms_testkit::Scenario;
+use lvms_testkit::dev::process::Lifetime;
 use lvms_testkit::disks::{Disk, require_prerequisites};
 use lvms_testkit::fixtures::{lvm_cluster, thick_class};
 use lvms_testkit::kubelet::{create_node, register_csi_node};

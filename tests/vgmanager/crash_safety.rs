@@ -8,8 +8,8 @@ use k8s_openapi::api::events::v1::Event;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams};
 use lvms::api::{LVMCluster, LVMStateType, LVMVolumeGroupNodeStatus};
-use lvms::dev::operator::OperatorProcess;
 use lvms_journal::{Body, Journal, OutcomeResult, PublishKind};
+use lvms_testkit::dev::operator::OperatorProcess;
 use serde_json::{Value, json};
 
 use lvms_testkit::disks::{Disk, labelled, require_prerequisites, vg_names};

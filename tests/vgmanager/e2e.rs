@@ -3,8 +3,8 @@ use std::time::Duration;
 
 use kube::api::{Api, DeleteParams};
 use lvms::api::{LVMStateType, VGStatusType};
-use lvms::dev::operator::OperatorProcess;
 use lvms_journal::{Body, Journal};
+use lvms_testkit::dev::operator::OperatorProcess;
 use serde_json::json;
 
 use lvms_testkit::disks::{Disk, pvs_of, require_prerequisites, vg_names};

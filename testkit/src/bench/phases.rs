@@ -39,7 +39,7 @@ pub trait Measured {
     fn running(&self) -> bool;
 }
 
-impl Measured for lvms::dev::operator::OperatorProcess {
+impl Measured for crate::dev::operator::OperatorProcess {
     fn running(&self) -> bool {
         self.rss_kib().is_some()
     }

@@ -9,7 +9,7 @@ use kube::api::{Patch, PatchParams};
 #[derive(Debug, thiserror::Error)]
 pub enum InstallError {
     #[error(transparent)]
-    Crd(#[from] crate::api::crd::CrdError),
+    Crd(#[from] lvms::api::crd::CrdError),
     #[error("applying CRD {name}: {source}")]
     Apply { name: String, source: kube::Error },
     #[error("CRD {name} not Established after {timeout:?}; last conditions: {conditions}")]
@@ -23,7 +23,7 @@ pub enum InstallError {
 /// Server-side applies every CRD (field manager `lvms-installer`) and waits for Established.
 pub async fn install_crds(client: &kube::Client, timeout: Duration) -> Result<(), InstallError> {
     let api: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let crds = crate::api::crd::all()?;
+    let crds = lvms::api::crd::all()?;
     let pp = PatchParams::apply("lvms-installer").force();
     for crd in &crds {
         let name = crd.metadata.name.clone().unwrap_or_default();

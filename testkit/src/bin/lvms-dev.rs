@@ -1,12 +1,36 @@
-//! `lvms dev control-plane up|down|env`: the test control plane, for people; `lvms dev kubelet`:
-//! kubelet's volume calls on a node without kubelet (the demo's guest node, the guest tests).
+//! `lvms-dev`: developer tooling, never shipped in the `lvms` image. `lvms-dev control-plane
+//! up|down|env`: the test control plane, for people; `lvms-dev kubelet`: kubelet's volume calls
+//! on a node without kubelet (the demo's guest node, the guest tests).
+// Test and demo tooling: a panic is a failed run, and these commands print their results.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::Subcommand;
+use clap::{Parser, Subcommand};
 
-use crate::dev::{ControlPlane, Lifetime, Options, control_plane};
+use lvms_testkit::dev::{ControlPlane, Lifetime, Options, control_plane};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "lvms-dev",
+    about = "lvms developer tooling: a local control plane, kubelet's volume calls"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: DevCommand,
+}
+
+fn main() -> ExitCode {
+    lvms::cli::signals::init_logging("text");
+    match run(Cli::parse().command) {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("lvms-dev: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
 
 #[derive(Debug, Subcommand)]
 pub enum DevCommand {
@@ -29,7 +53,7 @@ pub struct KubeletArgs {
     #[arg(long, global = true)]
     pub target: Option<PathBuf>,
     /// The node service's socket.
-    #[arg(long, global = true, default_value = crate::csi::node::service::DEFAULT_NODE_SOCKET)]
+    #[arg(long, global = true, default_value = lvms::csi::node::service::DEFAULT_NODE_SOCKET)]
     pub socket: PathBuf,
     /// How long to wait for the claim and retry the driver, as kubelet keeps retrying.
     #[arg(long, global = true, default_value = "300")]
@@ -67,7 +91,7 @@ pub enum ControlPlaneCommand {
         #[arg(long, default_value = "/tmp/lvms-dev")]
         dir: PathBuf,
     },
-    /// Print the environment to use it (`eval "$(lvms dev control-plane env)"`).
+    /// Print the environment to use it (`eval "$(lvms-dev control-plane env)"`).
     Env {
         #[arg(long, default_value = "/tmp/lvms-dev")]
         dir: PathBuf,
@@ -83,7 +107,7 @@ pub fn run(cmd: DevCommand) -> anyhow::Result<ExitCode> {
         ControlPlaneCommand::Up { dir, no_crds } => {
             if dir.join("pids").exists() {
                 anyhow::bail!(
-                    "a control plane is already recorded in {}; run `lvms dev control-plane down --dir {}` first",
+                    "a control plane is already recorded in {}; run `lvms-dev control-plane down --dir {}` first",
                     dir.display(),
                     dir.display()
                 );
@@ -94,7 +118,7 @@ pub fn run(cmd: DevCommand) -> anyhow::Result<ExitCode> {
             rt.block_on(async {
                 let cp = ControlPlane::start(Options::new(&dir, Lifetime::Detached)).await?;
                 if !no_crds {
-                    crate::dev::crds::install_crds(
+                    lvms_testkit::dev::crds::install_crds(
                         &cp.client().await?,
                         std::time::Duration::from_secs(60),
                     )
@@ -120,7 +144,7 @@ pub fn run(cmd: DevCommand) -> anyhow::Result<ExitCode> {
             let kc = dir.join("admin.kubeconfig");
             anyhow::ensure!(
                 kc.exists(),
-                "no control plane in {}; start one with `lvms dev control-plane up`",
+                "no control plane in {}; start one with `lvms-dev control-plane up`",
                 dir.display()
             );
             println!("export KUBECONFIG={}", kc.display());
@@ -130,7 +154,7 @@ pub fn run(cmd: DevCommand) -> anyhow::Result<ExitCode> {
 }
 
 fn kubelet(args: KubeletArgs) -> anyhow::Result<ExitCode> {
-    use crate::dev::kubelet::Kubelet;
+    use lvms_testkit::kubelet::volumes::Kubelet;
     let given = args.claim.clone().unwrap_or_default();
     let (namespace, claim) = given
         .split_once('/')

@@ -1,4 +1,4 @@
-//! `lvms dev kubelet`: what kubelet does with a claim's volume on its node, for nodes without a
+//! `lvms-dev kubelet`: what kubelet does with a claim's volume on its node, for nodes without a
 //! kubelet (the demo's guest node, the real-kernel tests): wait for the claim to be Bound, read
 //! its PersistentVolume, and call the node service as kubelet's CSI volume plugin calls it
 //! (NodePublishVolume with the PV's handle, attributes, fsType, mount options and access mode;
@@ -15,12 +15,12 @@ use kube::api::{Patch, PatchParams};
 use serde_json::{Value, json};
 use tonic::Code;
 
-use crate::api::quantity::parse_quantity_bytes;
-use crate::csi::proto::node_client::NodeClient;
-use crate::csi::proto::volume_capability::{
+use lvms::api::quantity::parse_quantity_bytes;
+use lvms::csi::proto::node_client::NodeClient;
+use lvms::csi::proto::volume_capability::{
     AccessMode, AccessType, BlockVolume, MountVolume, access_mode::Mode,
 };
-use crate::csi::proto::*;
+use lvms::csi::proto::*;
 
 /// The claim's PV as kubelet reads it: `Err` names what is missing.
 fn csi_source(
@@ -174,7 +174,7 @@ impl Kubelet {
     {
         let mut last = String::new();
         while self.left().is_ok() {
-            match crate::csi::client::connect(&self.socket).await {
+            match lvms::csi::client::connect(&self.socket).await {
                 Ok(ch) => match f(NodeClient::new(ch)).await {
                     Ok(r) => return Ok(r.into_inner()),
                     Err(s) if retryable(&s) => last = format!("{:?}: {}", s.code(), s.message()),
@@ -298,7 +298,7 @@ impl Kubelet {
 
 /// The node socket a stand-in dials by default: LVMS's.
 pub fn default_socket() -> &'static Path {
-    Path::new(crate::csi::node::service::DEFAULT_NODE_SOCKET)
+    Path::new(lvms::csi::node::service::DEFAULT_NODE_SOCKET)
 }
 
 #[cfg(test)]

@@ -6,7 +6,6 @@ pub mod crds;
 pub mod csi_peers;
 pub mod deploy;
 pub mod jaeger;
-pub mod kubelet;
 pub mod operator;
 pub mod pki;
 pub mod process;
