@@ -10,6 +10,8 @@ pub struct TestArgs {
     pub skip: Vec<String>,
     pub exact: bool,
     pub list: bool,
+    /// `--kernel K` (not libtest's): only the scenarios the harness's table runs on kernel K.
+    pub kernel: Option<String>,
 }
 
 impl TestArgs {
@@ -20,6 +22,7 @@ impl TestArgs {
                 "--exact" => a.exact = true,
                 "--list" => a.list = true,
                 "--skip" => a.skip.extend(args.next()),
+                "--kernel" => a.kernel = args.next(),
                 // Flags that take a value: the value is not a filter.
                 "--test-threads" | "--format" | "--color" | "--logfile" | "-Z" => {
                     args.next();
@@ -65,5 +68,8 @@ mod tests {
         assert!(args(&["--test-threads", "2", "raid1"]).selects("raid1"));
         assert!(!args(&["--test-threads", "2", "raid1"]).selects("thin"));
         assert!(args(&["--list"]).list);
+        let k = args(&["--list", "--kernel", "6.12", "raid"]);
+        assert_eq!(k.kernel.as_deref(), Some("6.12"));
+        assert!(k.selects("raid1") && !k.selects("thin"));
     }
 }
