@@ -1,7 +1,48 @@
 use std::fmt;
 
-/// The reason of a [`UnitError`] from an append of a superseded unit instance.
-pub const SUPERSEDED: &str = "InstanceSuperseded";
+/// The reasons code acts on: matched as values, so a typo is a compile error, not a silent
+/// mismatch. Other reasons (LVMS's Event reasons, a unit's own words) stay free text: they are
+/// reported, never matched.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reason {
+    /// An append to the journal failed: the effect did not run (or its outcome is unknown).
+    JournalWriteFailed,
+    /// This unit instance's claim was superseded: it must end, not retry.
+    InstanceSuperseded,
+    /// The API server could not be reached (no HTTP status).
+    ApiUnavailable,
+    /// The API server answered with an HTTP status: forbidden, not found, conflict, invalid
+    /// (422) or another error.
+    Forbidden,
+    NotFound,
+    Conflict,
+    Invalid,
+    ApiError,
+    /// A lock poisoned by a panic, or a value a step promised and did not give.
+    Internal,
+}
+
+impl Reason {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Reason::JournalWriteFailed => "JournalWriteFailed",
+            Reason::InstanceSuperseded => "InstanceSuperseded",
+            Reason::ApiUnavailable => "ApiUnavailable",
+            Reason::Forbidden => "Forbidden",
+            Reason::NotFound => "NotFound",
+            Reason::Conflict => "Conflict",
+            Reason::Invalid => "Invalid",
+            Reason::ApiError => "ApiError",
+            Reason::Internal => "Internal",
+        }
+    }
+}
+
+impl From<Reason> for String {
+    fn from(r: Reason) -> String {
+        r.as_str().to_string()
+    }
+}
 
 /// Why a pass or a step did not complete. `reason` is a stable CamelCase word (it becomes an
 /// Event reason and a condition message prefix); `message` says what to do about it.
@@ -45,15 +86,20 @@ impl UnitError {
     pub fn journal(err: lvms_journal::JournalError) -> Self {
         match err {
             lvms_journal::JournalError::Superseded { .. } => {
-                UnitError::permanent(SUPERSEDED, err.to_string())
+                UnitError::permanent(Reason::InstanceSuperseded, err.to_string())
             }
-            err => UnitError::retryable("JournalWriteFailed", err.to_string()),
+            err => UnitError::retryable(Reason::JournalWriteFailed, err.to_string()),
         }
+    }
+
+    /// Whether this error's reason is `reason`.
+    pub fn is(&self, reason: Reason) -> bool {
+        self.reason == reason.as_str()
     }
 
     /// This unit instance lost its claim to a newer one: it must not retry, only end.
     pub fn is_superseded(&self) -> bool {
-        self.reason == SUPERSEDED
+        self.is(Reason::InstanceSuperseded)
     }
 }
 

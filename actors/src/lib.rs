@@ -31,7 +31,7 @@ mod trace;
 mod trigger;
 mod unit;
 
-pub use error::{UnitError, record_span_error};
+pub use error::{Reason, UnitError, record_span_error};
 pub use health::{UnitHealth, UnitState};
 pub use lvms_journal::{Action, Done, EventNote, Replayed};
 pub use publisher::{

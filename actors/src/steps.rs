@@ -309,7 +309,7 @@ impl Steps {
     fn lock_pass(&self) -> Result<std::sync::MutexGuard<'_, PassState>, UnitError> {
         self.pass
             .lock()
-            .map_err(|_| UnitError::retryable("Internal", "pass state poisoned"))
+            .map_err(|_| UnitError::retryable(crate::Reason::Internal, "pass state poisoned"))
     }
 
     /// Open the pass intent if this pass has none yet (a pass whose health changed with no
@@ -326,7 +326,9 @@ impl Steps {
             .map_err(UnitError::journal)?
             .first()
             .copied()
-            .ok_or_else(|| UnitError::retryable("Internal", "the journal returned no seq"))?;
+            .ok_or_else(|| {
+                UnitError::retryable(crate::Reason::Internal, "the journal returned no seq")
+            })?;
         p.seq = Some(seq);
         Ok(seq)
     }
@@ -377,9 +379,39 @@ impl Steps {
             .in_scope(|| self.append_in_pass(pass_trace, vec![(intent, self.record_trace())]))?
             .first()
             .copied()
-            .ok_or_else(|| UnitError::retryable("Internal", "the journal returned no seq"))?;
+            .ok_or_else(|| {
+                UnitError::retryable(crate::Reason::Internal, "the journal returned no seq")
+            })?;
         faults::crash_point_in(faults::INTENT_DURABLE, &self.unit, action);
         self.run_one(seq, action, Box::pin(effect()), span).await
+    }
+
+    /// [`Steps::run`] for an effect that also returns a value to its caller (what it found, e.g.
+    /// "already there"): the journal records the [`Done`], the caller gets both. Code decides on
+    /// the value, never on `Done::facts` (those are for people).
+    pub async fn run_with<T, F, Fut>(
+        &self,
+        spec: StepSpec,
+        effect: F,
+    ) -> Result<(Done, T), UnitError>
+    where
+        T: Send,
+        F: FnOnce() -> Fut + Send,
+        Fut: Future<Output = Result<(Done, T), UnitError>> + Send,
+    {
+        let mut value = None;
+        let slot = &mut value;
+        let done = self
+            .run(spec, || async move {
+                let (done, v) = effect().await?;
+                *slot = Some(v);
+                Ok(done)
+            })
+            .await?;
+        // `run` returns Ok only with the effect's own Ok, which filled the slot.
+        value.map(|v| (done, v)).ok_or_else(|| {
+            UnitError::retryable(crate::Reason::Internal, "a step's effect returned no value")
+        })
     }
 
     /// [`Steps::run`], unless the journal already holds an intent with this step's idempotency

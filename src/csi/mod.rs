@@ -14,6 +14,7 @@ pub use crate::api::topolvm as names;
 pub mod node;
 pub mod registration;
 pub mod server;
+pub mod step_args;
 
 /// The generated CSI v1 types and services (`proto/csi.proto`, the project's own copy of
 /// the spec's wire definitions).

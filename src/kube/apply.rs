@@ -4,7 +4,7 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
 use kube::{Client, Error};
-use lvms_actors::{Done, UnitError};
+use lvms_actors::{Done, Reason, UnitError};
 use serde_json::{Value, json};
 
 use super::FIELD_MANAGER;
@@ -24,15 +24,15 @@ pub fn unit_error(what: &str, err: Error) -> UnitError {
     match err {
         Error::Api(status) => {
             let reason = match status.code {
-                403 => "Forbidden",
-                404 => "NotFound",
-                409 => "Conflict",
-                422 => "Invalid",
-                _ => "ApiError",
+                403 => Reason::Forbidden,
+                404 => Reason::NotFound,
+                409 => Reason::Conflict,
+                422 => Reason::Invalid,
+                _ => Reason::ApiError,
             };
             UnitError::retryable(reason, format!("{what}: {}", status.message))
         }
-        other => UnitError::retryable("ApiUnavailable", format!("{what}: {other}")),
+        other => UnitError::retryable(Reason::ApiUnavailable, format!("{what}: {other}")),
     }
 }
 
@@ -89,7 +89,7 @@ pub async fn create_or_apply(client: &Client, kind: Kind, obj: &Value) -> Result
 /// controller owners are Invalid: its owners are replaced by the desired ones, then applied.
 async fn adopt(client: &Client, kind: Kind, obj: &Value) -> Result<Done, UnitError> {
     match apply(client, kind, obj).await {
-        Err(e) if e.reason == "Invalid" && obj["metadata"]["ownerReferences"].is_array() => {
+        Err(e) if e.is(Reason::Invalid) && obj["metadata"]["ownerReferences"].is_array() => {
             let (ns, name) = name_of(obj);
             let owners =
                 json!({"metadata": {"ownerReferences": obj["metadata"]["ownerReferences"]}});
@@ -107,22 +107,50 @@ async fn adopt(client: &Client, kind: Kind, obj: &Value) -> Result<Done, UnitErr
     }
 }
 
-/// Delete; an object already gone is success (`gone=true`). `deleted=true` when the API
-/// server removed it at once, `deleting=true` when it is only marked (finalizers remain).
+/// What a delete or a finalizer edit left of the object. Code decides on this, never on the
+/// `Done` facts (which say the same to people, in the journal).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fate {
+    /// The API server removed it at once.
+    Deleted,
+    /// Marked deleted; finalizers remain (or, after an edit, it is gone once its last one is).
+    Deleting,
+    /// It was not there.
+    Gone,
+    /// Edited, and still there.
+    Edited,
+    /// Already as wanted: nothing written.
+    Unchanged,
+}
+
+impl Fate {
+    fn done(self, done: Done) -> (Done, Fate) {
+        let fact = match self {
+            Fate::Deleted => "deleted",
+            Fate::Deleting => "deleting",
+            Fate::Gone => "gone",
+            Fate::Unchanged => "unchanged",
+            Fate::Edited => return (done, self),
+        };
+        (done.with_fact(fact, "true"), self)
+    }
+}
+
+/// Delete; an object already gone is success ([`Fate::Gone`]).
 pub async fn delete(
     client: &Client,
     kind: Kind,
     namespace: &str,
     name: &str,
-) -> Result<Done, UnitError> {
+) -> Result<(Done, Fate), UnitError> {
     match api(client, kind, namespace)
         .delete(name, &DeleteParams::background())
         .await
     {
         // Left: the object as it still is (marked); Right: the server's Status of a removal.
-        Ok(marked) if marked.is_left() => Ok(Done::default().with_fact("deleting", "true")),
-        Ok(_) => Ok(Done::default().with_fact("deleted", "true")),
-        Err(e) if is_not_found(&e) => Ok(Done::default().with_fact("gone", "true")),
+        Ok(marked) if marked.is_left() => Ok(Fate::Deleting.done(Done::default())),
+        Ok(_) => Ok(Fate::Deleted.done(Done::default())),
+        Err(e) if is_not_found(&e) => Ok(Fate::Gone.done(Done::default())),
         Err(e) => Err(unit_error(&format!("delete {} {name}", kind.kind()), e)),
     }
 }
@@ -148,7 +176,9 @@ pub async fn edit_finalizers(
     name: &str,
     edit: impl Fn(&mut Vec<String>),
 ) -> Result<Done, UnitError> {
-    edit_finalizers_seen(client, kind, namespace, name, None, edit).await
+    edit_finalizers_seen(client, kind, namespace, name, None, edit)
+        .await
+        .map(|(done, _)| done)
 }
 
 /// [`edit_finalizers`], first trying the finalizers a cache last saw, which saves a read per
@@ -160,7 +190,7 @@ pub async fn edit_finalizers_seen(
     name: &str,
     seen: Option<&[String]>,
     edit: impl Fn(&mut Vec<String>),
-) -> Result<Done, UnitError> {
+) -> Result<(Done, Fate), UnitError> {
     let api = api(client, kind, namespace);
     let what = format!("finalizers of {} {name}", kind.kind());
     // Only a view that needs a change is worth trying unread.
@@ -195,13 +225,13 @@ pub async fn edit_finalizers_seen(
                     .await
                     .map_err(|e| unit_error(&what, e))?
                 else {
-                    return Ok(Done::default().with_fact("gone", "true"));
+                    return Ok(Fate::Gone.done(Done::default()));
                 };
                 let before = obj.metadata.finalizers.clone().unwrap_or_default();
                 let mut after = before.clone();
                 edit(&mut after);
                 if after == before {
-                    return Ok(Done::default().with_fact("unchanged", "true"));
+                    return Ok(Fate::Unchanged.done(Done::default()));
                 }
                 let patch = json!({"metadata": {
                     "finalizers": after,
@@ -218,13 +248,13 @@ pub async fn edit_finalizers_seen(
         {
             // An object already marked deleted is gone once its last finalizer is.
             Ok(o) if o.metadata.deletion_timestamp.is_some() => {
-                return Ok(rv_detail(&o.metadata).with_fact("deleting", "true"));
+                return Ok(Fate::Deleting.done(rv_detail(&o.metadata)));
             }
-            Ok(o) => return Ok(rv_detail(&o.metadata)),
+            Ok(o) => return Ok(Fate::Edited.done(rv_detail(&o.metadata))),
             // A conflict, or finalizers no longer as seen (a failed `test`): read and retry.
             Err(Error::Api(s)) if (s.code == 409 || s.code == 422) && attempt < 5 => continue,
             Err(Error::Api(s)) if s.code == 404 => {
-                return Ok(Done::default().with_fact("gone", "true"));
+                return Ok(Fate::Gone.done(Done::default()));
             }
             Err(e) => return Err(unit_error(&what, e)),
         }

@@ -9,7 +9,7 @@ use lvms_journal::Intent;
 
 use super::context::NodeCtx;
 use super::node_volumes::NodeReads;
-use crate::csi::node::actions::{NodeAction, UNIT, arg};
+use crate::csi::node::actions::{NodeAction, NodeStep, UNIT};
 use crate::csi::node::mountinfo;
 use crate::node::volume::gate;
 use std::sync::Arc;
@@ -20,15 +20,6 @@ pub struct CsiNodeUnit {
 
 fn unit_err(e: crate::csi::errors::CsiError) -> UnitError {
     UnitError::retryable("NodeReadFailed", e.message)
-}
-
-fn needed<'a>(intent: &'a Intent, key: &str) -> Result<&'a str, UnitError> {
-    arg(&intent.args, key).ok_or_else(|| {
-        UnitError::permanent(
-            "CorruptIntent",
-            format!("{} intent has no {key}= argument", intent.action),
-        )
-    })
 }
 
 impl Unit for CsiNodeUnit {
@@ -50,77 +41,73 @@ impl Unit for CsiNodeUnit {
     }
 
     async fn replay(&self, intent: &Intent, _steps: &Steps) -> Result<Done, UnitError> {
+        let Some(action) = NodeAction::parse(&intent.action) else {
+            return Err(UnitError::permanent(
+                "UnknownAction",
+                format!("{} is not a CSI node action of this release", intent.action),
+            ));
+        };
+        let step = NodeStep::parse(action, &intent.args)
+            .map_err(|e| UnitError::permanent("CorruptIntent", e.to_string()))?;
         let reads = NodeReads { ctx: &self.ctx };
-        let how = match NodeAction::parse(&intent.action) {
-            Some(NodeAction::Format) => {
-                let device = needed(intent, "device")?;
-                match reads.signature(device).await.map_err(unit_err)? {
+        let how = match step {
+            NodeStep::Format { device, .. } => {
+                match reads.signature(&device).await.map_err(unit_err)? {
                     Some(_) => Replayed::AlreadyDone,
                     None => Replayed::NotDone,
                 }
             }
-            Some(NodeAction::Mount) => {
-                let target = needed(intent, "target")?;
+            NodeStep::Mount { target, .. } => {
                 let mounts = reads.mounts().await.map_err(unit_err)?;
-                match mountinfo::at(&mounts, target) {
+                match mountinfo::at(&mounts, &target) {
                     Some(_) => Replayed::AlreadyDone,
                     None => Replayed::NotDone,
                 }
             }
-            Some(NodeAction::Unmount) => {
-                let target = needed(intent, "target")?;
+            NodeStep::Unmount { target, .. } => {
                 let mounts = reads.mounts().await.map_err(unit_err)?;
-                if mountinfo::at(&mounts, target).is_none() {
+                if mountinfo::at(&mounts, &target).is_none() {
                     Replayed::AlreadyDone
                 } else {
                     // Kubelet is tearing the pod down: finish what it asked.
                     self.ctx
                         .host
-                        .run(&["umount".into(), target.into()], &[])
+                        .run(&["umount".into(), target], &[])
                         .await
                         .map_err(|e| UnitError::retryable("NodeCommandFailed", e.to_string()))?;
                     Replayed::Redone
                 }
             }
             // Growing is idempotent and kubelet retries it.
-            Some(NodeAction::ResizeFilesystem) => Replayed::NotDone,
-            Some(NodeAction::GateCreate) | Some(NodeAction::GateRemove) => {
-                let name = needed(intent, "gate")?;
+            NodeStep::ResizeFilesystem { .. } => Replayed::NotDone,
+            NodeStep::GateCreate { gate, .. } | NodeStep::GateRemove { gate } => {
                 let present = reads
                     .dm_devices()
                     .await
                     .map_err(unit_err)?
                     .iter()
-                    .any(|d| d.name == name);
-                let create = intent.action == NodeAction::GateCreate.name();
-                if present == create {
+                    .any(|d| d.name == gate);
+                if present == (action == NodeAction::GateCreate) {
                     Replayed::AlreadyDone
                 } else {
                     // Kubelet's retried publish / unpublish makes or removes it.
                     Replayed::NotDone
                 }
             }
-            Some(NodeAction::GateReload) => {
+            NodeStep::GateReload { gate, .. } => {
                 // A crash between suspend and resume left the filesystem frozen: thaw it (the
                 // retried NodeExpandVolume loads the table again).
-                let name = needed(intent, "gate")?;
                 let gates = reads.dm_devices().await.map_err(unit_err)?;
-                if gates.iter().any(|d| d.name == name && d.suspended) {
+                if gates.iter().any(|d| d.name == gate && d.suspended) {
                     self.ctx
                         .host
-                        .run(&gate::resume_argv(&[name.to_string()]), &[])
+                        .run(&gate::resume_argv(&[gate]), &[])
                         .await
                         .map_err(|e| UnitError::retryable("NodeCommandFailed", e.to_string()))?;
                     Replayed::Redone
                 } else {
                     Replayed::NotDone
                 }
-            }
-            None => {
-                return Err(UnitError::permanent(
-                    "UnknownAction",
-                    format!("{} is not a CSI node action of this release", intent.action),
-                ));
             }
         };
         Ok(Done::replayed(how))

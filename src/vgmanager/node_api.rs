@@ -96,7 +96,7 @@ impl RecordingApi {
         }
         if self.fail.load(std::sync::atomic::Ordering::SeqCst) {
             return Err(UnitError::retryable(
-                "ApiUnavailable",
+                lvms_actors::Reason::ApiUnavailable,
                 format!("{call}: connection refused"),
             ));
         }

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 
 use futures::future::BoxFuture;
-use lvms_actors::{Done, StepSpec, Steps, UnitError};
+use lvms_actors::{Done, Steps, UnitError};
 use lvms_journal::Journal;
 use tonic::Code;
 use tracing::info;
@@ -18,7 +18,7 @@ use super::context::NodeCtx;
 use super::volume_lookup::{FoundLv, find};
 use crate::csi::controller::writes::csi_error;
 use crate::csi::errors::CsiError;
-use crate::csi::node::actions::{NodeAction, UNIT, volume_ref};
+use crate::csi::node::actions::{NodeStep, UNIT};
 use crate::csi::node::mountinfo::{self, Mount};
 use crate::csi::node::publish::{
     Kind, PublishSpec, PublishStep, PublishView, format_argv, mount_argv, plan_publish,
@@ -196,34 +196,36 @@ impl HostVolumes {
         device: &str,
         fs_type: &str,
     ) -> Result<bool, CsiError> {
-        let step = StepSpec::new(volume_ref(&spec.volume_id), NodeAction::Format).args(vec![
-            format!("device={device}"),
-            format!("fsType={fs_type}"),
-            format!("target={}", spec.target),
-        ]);
+        let step = NodeStep::Format {
+            device: device.to_string(),
+            fs_type: fs_type.to_string(),
+            target: spec.target.clone(),
+        }
+        .spec(&spec.volume_id);
         self.steps()
-            .run(step, || async {
+            .run_with(step, || async {
                 // The guard next to mkfs: a signature seen now (say, a format finished before a
                 // crash) is never formatted over.
                 if let Some(found) = self.reads().signature(device).await.map_err(unit_err)? {
-                    return Ok(Done::default().with_fact("found", found));
+                    return Ok((Done::default().with_fact("found", found), false));
                 }
                 self.exec(&format_argv(fs_type, device)).await?;
                 info!(volume = %spec.volume_id, %device, fs_type, "formatted");
-                Ok(Done::default())
+                Ok((Done::default(), true))
             })
             .await
-            .map(|done| !done.facts.contains_key("found"))
+            .map(|(_, formatted)| formatted)
             .map_err(csi_error)
     }
 
     async fn mount(&self, spec: &PublishSpec, device: &str, fresh: bool) -> Result<(), CsiError> {
         let argv = mount_argv(spec, device);
-        let step = StepSpec::new(volume_ref(&spec.volume_id), NodeAction::Mount).args(vec![
-            format!("device={device}"),
-            format!("target={}", spec.target),
-            format!("argv={}", argv.join(" ")),
-        ]);
+        let step = NodeStep::Mount {
+            device: device.to_string(),
+            target: spec.target.clone(),
+            argv: argv.join(" "),
+        }
+        .spec(&spec.volume_id);
         self.steps()
             .run(step, || async {
                 let mounts = self.reads().mounts().await.map_err(unit_err)?;
@@ -266,8 +268,11 @@ impl HostVolumes {
         match gate::plan(current.as_ref(), bytes / 512, &lv_number) {
             None => {}
             Some(GateStep::Create { table }) => {
-                let step = StepSpec::new(volume_ref(volume_id), NodeAction::GateCreate)
-                    .args(vec![format!("gate={name}"), format!("table={table}")]);
+                let step = NodeStep::GateCreate {
+                    gate: name.clone(),
+                    table: table.clone(),
+                }
+                .spec(volume_id);
                 self.steps()
                     .run(step, || async {
                         self.exec(&gate::create_argv(&name, &table)).await?;
@@ -279,8 +284,11 @@ impl HostVolumes {
                     .map_err(csi_error)?;
             }
             Some(GateStep::Reload { table }) => {
-                let step = StepSpec::new(volume_ref(volume_id), NodeAction::GateReload)
-                    .args(vec![format!("gate={name}"), format!("table={table}")]);
+                let step = NodeStep::GateReload {
+                    gate: name.clone(),
+                    table: table.clone(),
+                }
+                .spec(volume_id);
                 let gates = [name.clone()];
                 self.steps()
                     .run(step, || async {
@@ -362,10 +370,11 @@ impl HostVolumes {
         let _gates = self.ctx.gate_lock.lock().await;
         // Mounts may be stacked (a publish retried by hand): take them all down.
         while let Some(m) = mountinfo::at(&self.reads().mounts().await?, target).cloned() {
-            let step = StepSpec::new(volume_ref(volume_id), NodeAction::Unmount).args(vec![
-                format!("target={target}"),
-                format!("source={}", m.source),
-            ]);
+            let step = NodeStep::Unmount {
+                target: target.to_string(),
+                source: m.source.clone(),
+            }
+            .spec(volume_id);
             self.steps()
                 .run(step, || async {
                     self.exec(&["umount".into(), target.into()]).await?;
@@ -381,8 +390,10 @@ impl HostVolumes {
         if let Some(g) = self.reads().gate(volume_id).await?
             && !self.gate_mounted(volume_id).await?
         {
-            let step = StepSpec::new(volume_ref(volume_id), NodeAction::GateRemove)
-                .args(vec![format!("gate={}", g.name)]);
+            let step = NodeStep::GateRemove {
+                gate: g.name.clone(),
+            }
+            .spec(volume_id);
             self.steps()
                 .run(step, || async {
                     self.exec(&gate::remove_argv(&g.name)).await?;
@@ -422,10 +433,11 @@ impl HostVolumes {
             self.ensure_gate(volume_id, &lv).await?;
         }
         let argv = resize_argv(&m)?;
-        let step = StepSpec::new(volume_ref(volume_id), NodeAction::ResizeFilesystem).args(vec![
-            format!("target={path}"),
-            format!("argv={}", argv.join(" ")),
-        ]);
+        let step = NodeStep::ResizeFilesystem {
+            target: path.to_string(),
+            argv: argv.join(" "),
+        }
+        .spec(volume_id);
         self.steps()
             .run(step, || async {
                 self.exec(&argv).await?;

@@ -70,10 +70,9 @@ impl Unit for Registry {
         // even if the LVMVolumeGroup is gone meanwhile: it replays and closes them.
         let open = steps.journal().open_intents().map_err(UnitError::journal)?;
         wanted.extend(with_open_intents(&open));
-        let mut triggers = self
-            .triggers
-            .lock()
-            .map_err(|_| UnitError::retryable("Internal", "trigger map poisoned"))?;
+        let mut triggers = self.triggers.lock().map_err(|_| {
+            UnitError::retryable(lvms_actors::Reason::Internal, "trigger map poisoned")
+        })?;
         // Sends below fail only when the supervisor has stopped, which ends vg-manager.
         for name in &wanted {
             if !triggers.contains_key(name) {

@@ -335,7 +335,10 @@ impl VolumesUnit {
             })
             .await?;
         written.into_inner().ok().flatten().ok_or_else(|| {
-            UnitError::retryable("Internal", format!("{what}: patch returned nothing"))
+            UnitError::retryable(
+                lvms_actors::Reason::Internal,
+                format!("{what}: patch returned nothing"),
+            )
         })
     }
 

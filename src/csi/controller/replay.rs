@@ -9,15 +9,17 @@ use lvms_journal::Intent;
 
 use crate::api::LogicalVolume;
 use crate::api::quantity::parse_quantity_bytes;
-use crate::csi::controller::actions::CsiAction;
+use crate::csi::controller::actions::{CsiAction, CsiStep};
 use crate::csi::controller::writes::{UNIT, delete_lv};
 
 pub struct CsiControllerUnit {
     pub client: kube::Client,
 }
 
-fn arg<'a>(intent: &'a Intent, key: &str) -> Option<&'a str> {
-    crate::csi::node::actions::arg(&intent.args, key)
+/// The intent's step; one whose args are short of what its action needs is reported on it.
+fn step_of(action: CsiAction, intent: &Intent) -> Result<CsiStep, UnitError> {
+    CsiStep::parse(action, &intent.args)
+        .map_err(|e| UnitError::permanent("CorruptIntent", e.to_string()))
 }
 
 impl Unit for CsiControllerUnit {
@@ -41,9 +43,12 @@ impl Unit for CsiControllerUnit {
     async fn replay(&self, intent: &Intent, _steps: &Steps) -> Result<Done, UnitError> {
         if CsiAction::parse(&intent.action) == Some(CsiAction::ReportGroupSnapshot) {
             // The report is its Event: published from this outcome, once.
-            let note = arg(intent, "note").unwrap_or_default();
+            let note = match step_of(CsiAction::ReportGroupSnapshot, intent)? {
+                CsiStep::ReportGroupSnapshot { note, .. } => note,
+                _ => String::new(),
+            };
             return Ok(Done::replayed(Replayed::Redone)
-                .with_event(crate::csi::controller::writes::group_snapshot_event(note)));
+                .with_event(crate::csi::controller::writes::group_snapshot_event(&note)));
         }
         let api: Api<LogicalVolume> = Api::all(self.client.clone());
         let name = intent.object.name.as_str();
@@ -67,7 +72,10 @@ impl Unit for CsiControllerUnit {
                 _ => Ok(Done::replayed(Replayed::AlreadyDone)),
             },
             Some(CsiAction::ResizeLogicalVolume) => {
-                let wanted = arg(intent, "size").and_then(|s| parse_quantity_bytes(s).ok());
+                let wanted = match step_of(CsiAction::ResizeLogicalVolume, intent)? {
+                    CsiStep::Resize { size } => parse_quantity_bytes(&size).ok(),
+                    _ => None,
+                };
                 let has = seen
                     .as_ref()
                     .filter(|lv| ours(lv))

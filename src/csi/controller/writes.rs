@@ -7,13 +7,13 @@ use std::sync::atomic::AtomicU64;
 
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::{Client, Error};
-use lvms_actors::{Done, StepSpec, Steps, UnitError};
+use lvms_actors::{Done, Reason, StepSpec, Steps, UnitError};
 use lvms_journal::{Journal, ObjectRef};
 use serde_json::json;
 
 use crate::api::LogicalVolume;
 use crate::api::quantity::format_binary;
-use crate::csi::controller::actions::CsiAction;
+use crate::csi::controller::actions::CsiStep;
 use crate::csi::errors::CsiError;
 use crate::csi::names::RESIZE_REQUESTED_AT;
 
@@ -49,9 +49,10 @@ fn unit_error(what: &str, err: Error) -> UnitError {
 /// A failed write as the RPC reports it: the API server being unreachable is Unavailable (the
 /// sidecar retries), anything else Internal.
 pub fn csi_error(e: UnitError) -> CsiError {
-    match e.reason.as_str() {
-        "ApiUnavailable" | "JournalWriteFailed" => CsiError::unavailable(e.to_string()),
-        _ => CsiError::internal(e.to_string()),
+    if e.is(Reason::ApiUnavailable) || e.is(Reason::JournalWriteFailed) {
+        CsiError::unavailable(e.to_string())
+    } else {
+        CsiError::internal(e.to_string())
     }
 }
 
@@ -66,6 +67,11 @@ pub const REASON_GROUP_SNAPSHOT_TAKEN: &str = "GroupSnapshotTaken";
 
 pub fn group_snapshot_event(note: &str) -> lvms_journal::EventNote {
     lvms_journal::EventNote::normal(REASON_GROUP_SNAPSHOT_TAKEN, note)
+}
+
+/// The journaled step `s` about `object`.
+fn step(object: ObjectRef, s: &CsiStep) -> StepSpec {
+    StepSpec::new(object, s.action()).args(s.args())
 }
 
 /// What a create found.
@@ -101,37 +107,35 @@ impl LvWrites {
     ) -> Result<Created, CsiError> {
         let name = lv.metadata.name.clone().unwrap_or_default();
         let spec = &lv.spec;
-        let args = vec![
-            format!("node={}", spec.node_name),
-            format!("deviceClass={}", spec.device_class.as_deref().unwrap_or("")),
-            format!("size={}", spec.size.0),
-            format!("source={}", spec.source.as_deref().unwrap_or("")),
-            format!("accessType={}", spec.access_type.as_deref().unwrap_or("")),
-        ];
+        let create = CsiStep::Create {
+            node: spec.node_name.clone(),
+            device_class: spec.device_class.clone().unwrap_or_default(),
+            size: spec.size.0.clone(),
+            source: spec.source.clone().unwrap_or_default(),
+            access_type: spec.access_type.clone().unwrap_or_default(),
+        };
         let digest = crate::objects::digest(&serde_json::to_value(spec).unwrap_or_default());
-        let step = StepSpec::new(lv_ref(&name, ""), CsiAction::CreateLogicalVolume)
-            .args(args)
-            .digest(digest);
+        let step = step(lv_ref(&name, ""), &create).digest(digest);
         let api = self.api();
-        let done = self
+        let (_, created) = self
             .steps(regarding)
-            .run(step, || async move {
+            .run_with(step, || async move {
                 match api.create(&PostParams::default(), lv).await {
-                    Ok(made) => Ok(Done::resource_version(made.metadata.resource_version)
-                        .with_fact("uid", made.metadata.uid.unwrap_or_default())),
-                    Err(Error::Api(s)) if s.code == 409 => {
-                        Ok(Done::default().with_fact("existing", "true"))
-                    }
+                    Ok(made) => Ok((
+                        Done::resource_version(made.metadata.resource_version)
+                            .with_fact("uid", made.metadata.uid.unwrap_or_default()),
+                        Created::New,
+                    )),
+                    Err(Error::Api(s)) if s.code == 409 => Ok((
+                        Done::default().with_fact("existing", "true"),
+                        Created::AlreadyThere,
+                    )),
                     Err(e) => Err(unit_error(&format!("creating LogicalVolume {name}"), e)),
                 }
             })
             .await
             .map_err(csi_error)?;
-        Ok(if done.facts.contains_key("existing") {
-            Created::AlreadyThere
-        } else {
-            Created::New
-        })
+        Ok(created)
     }
 
     /// Delete the LogicalVolume `name` with `uid` (a newer object of that name is left alone);
@@ -143,8 +147,12 @@ impl LvWrites {
         volume_id: &str,
         regarding: Vec<ObjectRef>,
     ) -> Result<(), CsiError> {
-        let step = StepSpec::new(lv_ref(name, uid), CsiAction::DeleteLogicalVolume)
-            .args(vec![format!("volumeID={volume_id}")]);
+        let step = step(
+            lv_ref(name, uid),
+            &CsiStep::Delete {
+                volume_id: volume_id.to_string(),
+            },
+        );
         let api = self.api();
         self.steps(regarding)
             .run(step, || async move { delete_lv(&api, name, uid).await })
@@ -161,8 +169,13 @@ impl LvWrites {
         group: &str,
         note: String,
     ) -> Result<(), CsiError> {
-        let step = StepSpec::new(regarding, CsiAction::ReportGroupSnapshot)
-            .args(vec![format!("group={group}"), format!("note={note}")]);
+        let step = step(
+            regarding,
+            &CsiStep::ReportGroupSnapshot {
+                group: group.to_string(),
+                note: note.clone(),
+            },
+        );
         self.steps(Vec::new())
             .run_once(step, || async move {
                 Ok(Done::default().with_event(group_snapshot_event(&note)))
@@ -181,8 +194,7 @@ impl LvWrites {
         regarding: Vec<ObjectRef>,
     ) -> Result<(), CsiError> {
         let size = format_binary(u64::try_from(bytes).unwrap_or(0));
-        let step = StepSpec::new(lv_ref(name, uid), CsiAction::ResizeLogicalVolume)
-            .args(vec![format!("size={size}")]);
+        let step = step(lv_ref(name, uid), &CsiStep::Resize { size: size.clone() });
         let api = self.api();
         self.steps(regarding)
             .run(step, || async move {

@@ -313,8 +313,8 @@ impl LifecycleUnit {
             batch.push((
                 spec,
                 effect(move || async move {
-                    let done = delete_object(client, kind, &namespace, &name, seen).await?;
-                    if !(done.facts.contains_key("deleted") || done.facts.contains_key("gone")) {
+                    let (done, fate) = delete_object(client, kind, &namespace, &name, seen).await?;
+                    if !matches!(fate, apply::Fate::Deleted | apply::Fate::Gone) {
                         removed.store(false, Ordering::Relaxed);
                     }
                     Ok(done)

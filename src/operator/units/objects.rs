@@ -78,7 +78,7 @@ pub async fn delete_object(
     namespace: &str,
     name: &str,
     seen: Option<Vec<String>>,
-) -> Result<Done, UnitError> {
+) -> Result<(Done, apply::Fate), UnitError> {
     if kind == Kind::NodeStatus {
         let edited =
             apply::edit_finalizers_seen(client, kind, namespace, name, seen.as_deref(), |f| {
@@ -86,7 +86,7 @@ pub async fn delete_object(
             })
             .await?;
         // Already marked deleted (by someone else): dropping the finalizer finished it.
-        if edited.facts.contains_key("deleting") || edited.facts.contains_key("gone") {
+        if matches!(edited.1, apply::Fate::Deleting | apply::Fate::Gone) {
             return Ok(edited);
         }
     }
@@ -202,7 +202,9 @@ impl ObjectsUnit {
         name: &str,
         seen: Option<Vec<String>>,
     ) -> Result<Done, UnitError> {
-        delete_object(&self.ctx.client, self.kind, namespace, name, seen).await
+        delete_object(&self.ctx.client, self.kind, namespace, name, seen)
+            .await
+            .map(|(done, _)| done)
     }
 
     /// Wait conditions that are not errors of the unit itself but keep it from being done.

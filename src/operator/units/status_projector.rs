@@ -215,10 +215,9 @@ impl StatusUnit {
     }
 
     fn unit_health(&self, steps: &Steps) -> Result<BTreeMap<String, UnitHealth>, UnitError> {
-        let mut guard = self
-            .health
-            .lock()
-            .map_err(|_| UnitError::retryable("Internal", "health projection poisoned"))?;
+        let mut guard = self.health.lock().map_err(|_| {
+            UnitError::retryable(lvms_actors::Reason::Internal, "health projection poisoned")
+        })?;
         let (proj, upto) = &mut *guard;
         if *upto == 0 {
             // First use (or an empty journal so far): start from the latest snapshot, not
@@ -293,10 +292,9 @@ impl Unit for StatusUnit {
             }
         }
         let summary = summary_of(head.state, observed(&head));
-        let last = *self
-            .last_write
-            .lock()
-            .map_err(|_| UnitError::retryable("Internal", "last status write poisoned"))?;
+        let last = *self.last_write.lock().map_err(|_| {
+            UnitError::retryable(lvms_actors::Reason::Internal, "last status write poisoned")
+        })?;
         // Deferred: the requeue (or an earlier wake-up) folds everything new by then.
         let wait = defer_for(cluster.status.as_ref(), &head, last, Instant::now());
         if !wait.is_zero() {

@@ -60,7 +60,9 @@ async fn release_volume(client: &kube::Client, name: &str) -> Result<Done, UnitE
         f.retain(|x| x != LOGICAL_VOLUME_FINALIZER)
     })
     .await?;
-    apply::delete(client, Kind::LogicalVolume, "", name).await
+    apply::delete(client, Kind::LogicalVolume, "", name)
+        .await
+        .map(|(done, _)| done)
 }
 
 async fn remove_node_finalizer(client: &kube::Client, node: &str) -> Result<Done, UnitError> {
