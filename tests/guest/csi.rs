@@ -20,20 +20,7 @@ use crate::node::{HostCtx, NodeRun, lv, run_node};
 use crate::thin::{POOL, thin_class};
 
 /// In the guest: wait for the four CSI volumes, record them, mark, wait until they are gone.
-const GUEST: &str = r#"
-tagged() { lvs --noheadings -o lv_name -S lv_tags=lvms-volume "$VG" 2>/dev/null | wc -l; }
-i=0
-until [ "$(tagged)" -ge 4 ]; do
-  i=$((i+1)); [ $i -gt 900 ] && fail "the four CSI volumes never appeared" 16; sleep 1
-done
-lvs -a --reportformat json --units b --nosuffix \
-  -o lv_name,lv_attr,lv_size,pool_lv,origin,lv_tags "$VG" >"$GUEST_OUT/lvs-csi.json"
-echo "LVMS-JOB-MARK $JOB volumes-seen" >/dev/console
-i=0
-until [ "$(tagged)" -eq 0 ]; do
-  i=$((i+1)); [ $i -gt 900 ] && fail "the CSI volumes were never removed" 17; sleep 1
-done
-"#;
+const GUEST: &str = include_str!("scripts/csi-thin.sh");
 
 /// Software emulation: each lvm2 command ~0.5–1 s, so every wait is generous.
 pub const SLOW: Duration = Duration::from_secs(300);
@@ -202,14 +189,16 @@ fn host(h: HostCtx<'_>) -> futures::future::BoxFuture<'_, ()> {
     })
 }
 
-/// One CSI scenario on a thin class of its own (one disk): `after` runs in the guest once the
-/// class is Ready, `host` on the host meanwhile.
+/// One CSI scenario on a thin class of its own (one disk): `after` (a script file's text,
+/// reading node.sh's variables and those of `env`) runs in the guest once the class is Ready,
+/// `host` on the host meanwhile.
 pub async fn run_thin_csi(
     ctx: Ctx,
     name: &str,
     vg: &str,
     disk: (&str, u64),
     after: &str,
+    env: Vec<(&'static str, String)>,
     host: crate::node::HostHook,
 ) -> crate::node::NodeResult {
     run_node(
@@ -217,6 +206,7 @@ pub async fn run_thin_csi(
         NodeRun {
             pool: Some(POOL),
             after_ready: after,
+            env,
             host: Some(host),
             ..NodeRun::new(name, vg, thin_class(vg, &[disk.0]), vec![disk])
         },
@@ -229,8 +219,7 @@ pub async fn run_thin_csi(
 /// kernel, then deleted.
 pub async fn thin_volumes_snapshots_restores_and_clones_are_made_as_topolvm_makes_them(ctx: Ctx) {
     let vg = format!("x{}", std::process::id());
-    let after = format!("VG={vg}\n{GUEST}");
-    let r = run_thin_csi(ctx, "csi-thin", &vg, ("csi0", 512), &after, host).await;
+    let r = run_thin_csi(ctx, "csi-thin", &vg, ("csi0", 512), GUEST, Vec::new(), host).await;
     let ids = std::fs::read_to_string(
         std::env::temp_dir().join(format!("lvms-csi-guest-ids-{}", std::process::id())),
     )

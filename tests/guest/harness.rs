@@ -1,25 +1,18 @@
 use lvms_testkit::guest::Job;
 
 use crate::group::Ctx;
+use crate::node::by_id;
+use crate::script::Script;
 
 /// The harness itself: the job runs as root on a kernel with device-mapper, sees its scratch
 /// disk by serial, its files come back, and its exit status is the outcome's.
 pub async fn a_script_runs_as_root_on_a_device_mapper_kernel(ctx: Ctx) {
-    let script = r#"
-set -eu
-id -u > "$GUEST_OUT/uid"
-uname -r > "$GUEST_OUT/release"
-pwd > "$GUEST_OUT/cwd"
-modprobe dm-mod
-dmsetup version > "$GUEST_OUT/dm"
-readlink -f /dev/disk/by-id/virtio-harness-a > "$GUEST_OUT/disk"
-blockdev --getsize64 /dev/disk/by-id/virtio-harness-a > "$GUEST_OUT/size"
-echo "LVMS-JOB-MARK $JOB checked" >/dev/console
-exit 3
-"#;
+    let script = Script::new()
+        .var("DISK", by_id("harness-a"))
+        .then(include_str!("scripts/harness.sh"));
     let guest = ctx
         .member
-        .submit(Job::new("harness", script).disk("harness-a", 48));
+        .submit(Job::new("harness", &script).disk("harness-a", 48));
     guest.mark("checked").await;
     assert_eq!(guest.exited().await, 3, "the job's own status");
     let out = guest.outcome().await;

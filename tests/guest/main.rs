@@ -18,6 +18,7 @@ mod mount;
 mod node;
 mod raid;
 mod sanity;
+mod script;
 mod soak;
 mod thick;
 mod thin;

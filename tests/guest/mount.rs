@@ -23,66 +23,8 @@ use crate::node::HostCtx;
 /// The size the two filesystems grow to.
 const GROWN: &str = "400Mi";
 
-/// In the guest, once the class is Ready (`$NS`, `$VG`, `$VGM` set): kubelet's part.
-const GUEST: &str = r#"
-K() { KUBECONFIG=/work/kubeconfig /work/lvms-dev kubelet "$@" --socket $VGM/csi.sock --timeout-secs 900; }
-call() { what=$1; shift; K "$@" >>"$GUEST_OUT/kubelet.log" 2>&1 || fail "kubelet $what failed: $(tail -3 "$GUEST_OUT/kubelet.log")" 30; }
-M=/mnt/kubelet
-call publish publish --claim "$NS/data" --target $M/data
-call publish publish --claim "$NS/data4" --target $M/data4
-call publish publish --claim "$NS/blk" --target $M/blk
-for v in data data4; do
-  echo "written to $v before the snapshot" >$M/$v/before
-done
-sync
-# The block volume: a pattern written through the bound device node, read back.
-dd if=/dev/urandom of=/tmp/pattern bs=64k count=16 2>/dev/null
-dd if=/tmp/pattern of=$M/blk bs=64k conv=fsync 2>/dev/null || fail "writing the block volume" 31
-dd if=$M/blk of=/tmp/back bs=64k count=16 2>/dev/null
-cmp /tmp/pattern /tmp/back && echo ok >"$GUEST_OUT/block-ok"
-# The filesystem on each volume's device (mountinfo: `... - fstype source options`).
-source_of() { awk -v t="$1" '$5 == t { for (i = 1; i <= NF; i++) if ($i == "-") print $(i + 2) }' /proc/self/mountinfo; }
-for v in data data4; do
-  blkid -p -o export "$(source_of $M/$v)" | grep '^TYPE=' >"$GUEST_OUT/fstype-$v"
-done
-grep " $M/" /proc/self/mountinfo >"$GUEST_OUT/mounts-published.txt"
-stat -c %a $M/data >"$GUEST_OUT/mode-data"
-echo "LVMS-JOB-MARK $JOB written" >/dev/console
-# The host snapshots both, clones data, grows data and data4, then makes the restores: a
-# restore that is Bound means the snapshots were taken.
-call publish publish --claim "$NS/restore" --target $M/restore
-for v in data data4; do echo "written to $v after the snapshot" >$M/$v/after; done
-sync
-call publish publish --claim "$NS/restore4" --target $M/restore4
-call publish publish --claim "$NS/clone" --target $M/clone
-for r in restore:data restore4:data4 clone:data; do
-  to=${r%%:*}; from=${r##*:}
-  cmp $M/$from/before $M/$to/before && echo before >>"$GUEST_OUT/check-$to"
-  [ -e $M/$to/after ] && echo after >>"$GUEST_OUT/check-$to"
-  echo done >>"$GUEST_OUT/check-$to"
-done
-for v in data data4; do
-  df -B1 --output=size $M/$v | tail -1 | tr -d ' ' >"$GUEST_OUT/size-before-$v"
-  call expand expand --claim "$NS/$v" --target $M/$v
-  df -B1 --output=size $M/$v | tail -1 | tr -d ' ' >"$GUEST_OUT/size-after-$v"
-done
-K stats --claim "$NS/data" --target $M/data >"$GUEST_OUT/stats-data.json" 2>>"$GUEST_OUT/kubelet.log"
-df -B1 --output=size,used,avail,itotal,iused,iavail $M/data | tail -1 >"$GUEST_OUT/df-data.txt"
-K stats --claim "$NS/blk" --target $M/blk >"$GUEST_OUT/stats-blk.json" 2>>"$GUEST_OUT/kubelet.log"
-for v in data data4 blk restore restore4 clone; do
-  call unpublish unpublish --claim "$NS/$v" --target $M/$v
-done
-# Unpublished twice: a target that is gone is success.
-call unpublish unpublish --claim "$NS/data" --target $M/data
-grep " $M/" /proc/self/mountinfo >"$GUEST_OUT/mounts-after.txt"
-ls -A $M >"$GUEST_OUT/targets-after.txt"
-echo "LVMS-JOB-MARK $JOB checked" >/dev/console
-tagged() { lvs --noheadings -o lv_name -S lv_tags=lvms-volume "$VG" 2>/dev/null | wc -l; }
-i=0
-until [ "$(tagged)" -eq 0 ]; do
-  i=$((i+1)); [ $i -gt 900 ] && fail "the CSI volumes were never removed" 17; sleep 1
-done
-"#;
+/// In the guest, once the class is Ready: kubelet's part.
+const GUEST: &str = include_str!("scripts/mount.sh");
 
 /// A StorageClass of the scenario's device class with another filesystem.
 fn storage_class(name: &str, vg: &str, fs_type: &str) -> StorageClass {
@@ -244,8 +186,16 @@ fn assert_stats_match_df(stats: &Value, df: &str) {
 /// after; a clone; online growth; stats equal to `df`; unpublished and deleted.
 pub async fn published_volumes_are_formatted_once_mounted_snapshotted_restored_and_grown(ctx: Ctx) {
     let vg = format!("m{}", std::process::id());
-    let after = format!("NS=guest-csi-mount-{} VG={vg}\n{GUEST}", std::process::id());
-    let r = run_thin_csi(ctx, "csi-mount", &vg, ("mnt0", 1024), &after, host).await;
+    let r = run_thin_csi(
+        ctx,
+        "csi-mount",
+        &vg,
+        ("mnt0", 1024),
+        GUEST,
+        Vec::new(),
+        host,
+    )
+    .await;
     let out = &r.out;
     assert_eq!(
         out.read("fstype-data").trim(),
@@ -329,35 +279,7 @@ pub async fn published_volumes_are_formatted_once_mounted_snapshotted_restored_a
 
 /// In the guest: vg-manager SIGKILLed after mkfs and before the format's outcome, then after
 /// the mount and before its outcome; kubelet's publish is retried across each restart.
-const CRASH_GUEST: &str = r#"
-K() { KUBECONFIG=/work/kubeconfig /work/lvms-dev kubelet "$@" --socket $VGM/csi.sock --timeout-secs 900; }
-M=/mnt/kubelet-crash
-vol() { lvs --noheadings -o lv_name -S lv_tags=lvms-volume "$VG" | tr -d ' '; }
-uuid() { blockdev --flushbufs "/dev/$VG/$(vol)"; blkid -p -o export "/dev/$VG/$(vol)" | grep '^UUID=' || echo none; }
-mounts() { grep -c " $M/one " /proc/self/mountinfo || true; }
-killed_at() { # crash point, tag
-  kill $vgm; wait $vgm 2>/dev/null
-  LVMS_CRASH_AT="$1" start
-  K publish --claim "$NS/one" --target $M/one >>"$GUEST_OUT/kubelet.log" 2>&1 &
-  pub=$!
-  wait $vgm; echo $? >"$GUEST_OUT/status-$2"
-  uuid >"$GUEST_OUT/uuid-killed-$2"; mounts >"$GUEST_OUT/mounts-killed-$2"
-  unset LVMS_CRASH_AT; start
-  wait $pub || fail "kubelet's publish never succeeded after the $2 kill: $(tail -3 "$GUEST_OUT/kubelet.log")" 32
-  uuid >"$GUEST_OUT/uuid-$2"; mounts >"$GUEST_OUT/mounts-$2"
-}
-killed_at 'applied:csi-node#format' format
-echo "written before the kill" >$M/one/data; sync
-K unpublish --claim "$NS/one" --target $M/one >>"$GUEST_OUT/kubelet.log" 2>&1 || fail unpublish 33
-killed_at 'applied:csi-node#mount' mount
-cat $M/one/data >"$GUEST_OUT/data-after"
-K unpublish --claim "$NS/one" --target $M/one >>"$GUEST_OUT/kubelet.log" 2>&1 || fail unpublish 33
-echo "LVMS-JOB-MARK $JOB checked" >/dev/console
-i=0
-until [ -z "$(vol)" ]; do
-  i=$((i+1)); [ $i -gt 900 ] && fail "the CSI volume was never removed" 17; sleep 1
-done
-"#;
+const CRASH_GUEST: &str = include_str!("scripts/mount-crash.sh");
 
 fn crash_host(h: HostCtx<'_>) -> futures::future::BoxFuture<'_, ()> {
     Box::pin(async move {
@@ -410,16 +332,13 @@ fn crash_host(h: HostCtx<'_>) -> futures::future::BoxFuture<'_, ()> {
 /// the second kill is there, and replay closed each open intent as already done.
 pub async fn sigkill_after_format_or_mount_never_formats_twice_or_mounts_twice(ctx: Ctx) {
     let vg = format!("k{}", std::process::id());
-    let after = format!(
-        "NS=guest-csi-mount-crash-{} VG={vg}\n{CRASH_GUEST}",
-        std::process::id()
-    );
     let r = run_thin_csi(
         ctx,
         "csi-mount-crash",
         &vg,
         ("mntk0", 512),
-        &after,
+        CRASH_GUEST,
+        Vec::new(),
         crash_host,
     )
     .await;

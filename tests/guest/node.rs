@@ -20,6 +20,7 @@ use lvms_testkit::kubelet::{create_node, register_csi_node};
 use lvms_testkit::{Scenario, eventually};
 
 use crate::group::Ctx;
+use crate::script::Script;
 
 /// Software emulation is slow: each lvm2 command takes ~0.5–1 s in the guest, and the group's
 /// scenarios share one vCPU.
@@ -34,7 +35,8 @@ pub struct NodeRun<'a> {
     pub pool: Option<&'a str>,
     /// The device classes of the LVMCluster (a JSON array).
     pub classes: Value,
-    /// Shell run in the guest before vg-manager starts (e.g. a device-mapper child to wipe).
+    /// Shell run in the guest before vg-manager starts (e.g. a device-mapper child to wipe): a
+    /// script file's text, node.sh's `prepare`.
     pub prepare: &'a str,
     /// `LVMS_CRASH_AT` for a first vg-manager life that must end in SIGKILL; a second life
     /// without it then converges.
@@ -48,8 +50,11 @@ pub struct NodeRun<'a> {
     /// devices the class then reports Ready with.
     pub edit: Option<(Value, usize)>,
     /// Shell the guest runs once the class is Ready and recorded (e.g. wait for the edit's
-    /// effect and record it), before it marks `teardown` and waits for it.
+    /// effect and record it), before it marks `teardown` and waits for it: script files' text,
+    /// node.sh's `after_ready`.
     pub after_ready: &'a str,
+    /// Variables the scenario's `prepare` and `after_ready` read, exported before node.sh.
+    pub env: Vec<(&'static str, String)>,
     /// Host side after Ready: wake the node every few seconds (a Node label change wakes
     /// every volume-group actor) until its entry satisfies this, e.g. a RAID turning Degraded.
     pub until: Option<fn(&VGStatus) -> bool>,
@@ -78,8 +83,8 @@ pub type HostHook = for<'a> fn(HostCtx<'a>) -> futures::future::BoxFuture<'a, ()
 
 impl<'a> NodeRun<'a> {
     /// A scenario that creates `classes` on `disks`, waits Ready and tears down; the fields
-    /// left at their defaults (no pool, preparation, crash, edit or day-2 shell) are set with
-    /// struct update syntax.
+    /// left at their defaults (no pool, preparation, crash, edit, day-2 shell or variables) are
+    /// set with struct update syntax.
     pub fn new(name: &'a str, vg: &str, classes: Value, disks: Vec<(&'a str, u64)>) -> Self {
         Self {
             name,
@@ -92,6 +97,7 @@ impl<'a> NodeRun<'a> {
             disks,
             edit: None,
             after_ready: "",
+            env: Vec::new(),
             until: None,
             event: None,
             teardown: true,
@@ -108,24 +114,6 @@ pub struct Kills {
     pub creating: u32,
     /// Kills after the host deletes the LVMCluster.
     pub deleting: u32,
-}
-
-/// The guest's kill loop: each life lives a seeded random 0.2–2.7 s, then SIGKILL, then a new
-/// life. A life needs ~1–2 s under emulation to sync its caches and a step takes ~0.5–1 s, so
-/// kills land in start-up, between steps and inside them. The delays come from a 31-bit LCG in
-/// shell arithmetic (a seed replays them) and land in `$GUEST_OUT/kills`.
-fn kill_loop(seed: u64, count: u32, phase: &str) -> String {
-    format!(
-        r#"x=$(( {seed} % 2147483648 )); n=0
-while [ $n -lt {count} ]; do
-  x=$(( (x * 1103515245 + 12345) % 2147483648 )); ms=$(( 200 + x % 2500 ))
-  sleep "$(( ms / 1000 )).$(printf %03d $(( ms % 1000 )))"
-  kill -9 $vgm; wait $vgm 2>/dev/null
-  echo "{phase} kill $n after $ms ms" >>"$GUEST_OUT/kills"
-  n=$((n+1)); start
-done
-"#
-    )
 }
 
 /// The finished scenario: the guest's outcome (status already checked), the Ready entry, the
@@ -150,109 +138,39 @@ fn diagnostics_port() -> u16 {
     NEXT.fetch_add(1, Ordering::Relaxed)
 }
 
-/// The guest script; `$VGM` is the scenario's vg-manager directory and `$DIAG` its metrics
-/// address, for the scenario's own shell.
-fn script(r: &NodeRun<'_>, ns: &str, node: &str, diag: u16) -> String {
-    let vg = &r.vg;
-    let name = r.name;
-    let ready_check = match r.pool {
-        Some(pool) => format!("lvs {vg}/{pool}"),
-        None => format!("vgs {vg}"),
-    };
-    let first_life = match &r.crash_at {
-        Some(point) => format!(
-            r#"LVMS_CRASH_AT='{point}' start
-wait $vgm
-echo $? >"$GUEST_OUT/first-life-status"
-"#
-        ),
-        None => String::new(),
-    };
-    let (killed_creating, killed_deleting) = match r.kills {
-        Some(k) => (
-            format!(
-                "# The class's first pass, then lives cut short until it is built.\n\
-                 i=0; until grep -q 'vg/{vg}' \"$GUEST_OUT/vg-manager.log\"; do i=$((i+1)); [ $i -gt 3600 ] && fail 'no pass on {vg}' 21; sleep 0.5; done\n{}",
-                kill_loop(k.seed * 2 + 1, k.creating, "creating")
-            ),
-            kill_loop(k.seed * 2 + 2, k.deleting, "deleting"),
-        ),
-        None => (String::new(), String::new()),
-    };
-    format!(
-        r#"
-set -u
-modprobe dm-thin-pool
-VGM=/run/vgm-{name} DIAG=127.0.0.1:{diag}
-mkdir -p $VGM
-{prepare}
-start() {{
-  KUBECONFIG=/work/kubeconfig RUST_LOG=info /work/lvms vg-manager --node-name {node} \
-    --namespace {ns} --host-command-prefix "" --lvmd-config $VGM/lvmd.yaml \
-    --journal-dir $VGM/journal --lock-file $VGM/lock \
-    --diagnostics-addr $DIAG --debounce-ms 20 --csi-node-socket $VGM/csi.sock \
-    --registration-dir off \
-    >>"$GUEST_OUT/vg-manager.log" 2>&1 &
-  vgm=$!
-}}
-fail() {{ echo "guest: $1"; tail -30 "$GUEST_OUT/vg-manager.log"; kill $vgm; exit "$2"; }}
-# Every 120 s until `unwatch`, on the console (a stall under emulation is diagnosed from it
-# alone): the gates, lvm2 and kubelet processes, vg-manager's last lines, then what `$1` prints.
-watch() {{
-  ( while sleep 120; do {{ echo "WATCH $JOB $(date +%T)"
-      dmsetup info -c --noheadings --separator ' ' -o name,open,suspended | grep '^lvms-'
-      ps -o pid,stat,args | grep -v ' \[' | grep -E 'lvm|/usr/sbin|kubelet| D ' | cut -c1-160
-      tail -n 6 "$GUEST_OUT/vg-manager.log" | cut -c1-400
-      eval "${{1:-}}"; }} >/dev/console 2>&1; done ) &
-  watcher=$!
-}}
-unwatch() {{ kill $watcher 2>/dev/null; }}
-{first_life}start
-{killed_creating}# The host side comes when the scenarios before it are done (they take turns), so this wait
-# can be long (sanity comes after group-snapshot: ~35 min; the group's own deadline bounds it); it reads a file, never lvm2 (every lvm2 command costs ~0.5 s of the one vCPU the
-# group's jobs share). lvmd.yaml names the class once vg-manager has built it.
-i=0
-until grep -q "volume-group: {vg}" $VGM/lvmd.yaml 2>/dev/null; do
-  i=$((i+1)); [ $i -gt 7200 ] && fail "no lvmd.yaml entry for {vg} after 3600 s" 12; sleep 0.5
-done
-{ready_check} >/dev/null 2>&1 || fail "lvmd.yaml names {vg} but lvm2 has no {ready_check}" 10
-lvs -a --reportformat json --units b --nosuffix \
-  -o lv_name,lv_attr,lv_size,lv_metadata_size,chunk_size {vg} >"$GUEST_OUT/lvs.json"
-vgs --reportformat json --units b --nosuffix -o vg_name,vg_size {vg} >"$GUEST_OUT/vgs.json"
-dmsetup ls >"$GUEST_OUT/dmsetup-ready.txt" 2>&1
-cp $VGM/lvmd.yaml "$GUEST_OUT/lvmd.yaml"
-# The class's gauges are set when the pass that made it Ready ends.
-i=0
-until wget -qO "$GUEST_OUT/metrics-ready.txt" http://$DIAG/metrics \
-  && grep -q 'topolvm_volumegroup_size_bytes{{.*{vg}' "$GUEST_OUT/metrics-ready.txt"; do
-  i=$((i+1)); [ $i -gt 240 ] && fail "no gauges for {vg} 120 s after Ready" 14; sleep 0.5
-done
-{after_ready}
-echo "LVMS-JOB-MARK $JOB teardown" >/dev/console
-{killed_deleting}{teardown}
-kill $vgm; wait $vgm
-cp -a $VGM/journal "$GUEST_OUT/journal"
-exit 0
-"#,
-        prepare = r.prepare,
-        after_ready = r.after_ready,
-        teardown = if r.teardown {
-            TEARDOWN.replace("{vg}", vg)
-        } else {
-            String::new()
-        },
-    )
-}
+/// The guest's half: `scripts/node.sh` (what it expects is named at its top).
+const NODE: &str = include_str!("scripts/node.sh");
 
-/// The guest's half of the teardown: the host deletes the LVMCluster; vg-manager removes pool
-/// and VG, then the class's lvmd.yaml entry (here the file, with its last class), so the wait
-/// reads the file.
-const TEARDOWN: &str = r#"i=0
-while [ -e $VGM/lvmd.yaml ]; do
-  i=$((i+1)); [ $i -gt 1200 ] && { echo kept >"$GUEST_OUT/lvmd-kept"; fail "lvmd.yaml still there 600 s later" 11; }; sleep 0.5
-done
-vgs {vg} >/dev/null 2>&1 && fail "lvmd.yaml is gone but VG {vg} is still there" 11
-dmsetup ls >"$GUEST_OUT/dmsetup-after.txt" 2>&1"#;
+/// The guest script: node.sh after the scenario's variables and its `prepare` and
+/// `after_ready`.
+fn script(r: &NodeRun<'_>, ns: &str, node: &str, diag: u16) -> String {
+    // The soak's seeds: one per phase, each replaying its delays.
+    let (creating, deleting) = match r.kills {
+        Some(k) => (
+            (k.creating.to_string(), (k.seed * 2 + 1).to_string()),
+            (k.deleting.to_string(), (k.seed * 2 + 2).to_string()),
+        ),
+        None => Default::default(),
+    };
+    let mut s = Script::new()
+        .var("NODE", node)
+        .var("NS", ns)
+        .var("VG", &r.vg)
+        .var("POOL", r.pool.unwrap_or_default())
+        .var("DIAG_PORT", diag)
+        .var("CRASH_AT", r.crash_at.as_deref().unwrap_or_default())
+        .var("KILLS_CREATING", creating.0)
+        .var("KILL_SEED_CREATING", creating.1)
+        .var("KILLS_DELETING", deleting.0)
+        .var("KILL_SEED_DELETING", deleting.1)
+        .var("TEARDOWN", u8::from(r.teardown));
+    for (name, value) in &r.env {
+        s = s.var(name, value);
+    }
+    s.func("prepare", r.prepare)
+        .func("after_ready", r.after_ready)
+        .then(NODE)
+}
 
 /// Runs the scenario in the group's guest and fails the test, with the job's console lines,
 /// when the guest script did not get through Ready (and teardown).

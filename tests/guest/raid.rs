@@ -5,19 +5,9 @@ use crate::group::Ctx;
 use crate::node::{NodeRun, by_id, run_node};
 
 /// What TopoLVM does with the class's lvmd.yaml `lvcreate-options`: an LV made with exactly
-/// those options on the VG vg-manager built, recorded. `$OPTS` holds them once read.
-const RAID_LV: &str = r#"
-modprobe dm-raid
-OPTS=$(awk '/lvcreate-options:/{f=1;next} f&&/^ *- /{sub(/^ *- /,""); gsub(/["\047]/,""); printf "%s ",$0; next} {f=0}' $VGM/lvmd.yaml)
-[ -n "$OPTS" ] || fail "no lvcreate-options in lvmd.yaml" 16
-echo "$OPTS" >"$GUEST_OUT/lvcreate-options.txt"
-lvcreate -y $OPTS -L 16m -n raidlv "$VG" >"$GUEST_OUT/lvcreate.txt" 2>&1 \
-  || fail "lvcreate with the class's options ($OPTS) failed: $(cat "$GUEST_OUT/lvcreate.txt")" 16
-lvs -a --reportformat json -o lv_name,lv_layout,lv_attr,lv_health_status,devices "$VG" >"$GUEST_OUT/lvs-raid.json"
-"#;
-
-/// Then removed again, so the teardown can run (it refuses while user volumes exist).
-const REMOVE_LV: &str = r#"lvremove -y "$VG/raidlv" >/dev/null"#;
+/// those options on the VG vg-manager built, recorded; then removed again, so the teardown can
+/// run (it refuses while user volumes exist).
+const RAID_LV: &str = include_str!("scripts/raid-lv.sh");
 
 fn raid_class(vg: &str, disks: &[&str], raid: Value) -> Value {
     let paths: Vec<String> = disks.iter().map(|d| by_id(d)).collect();
@@ -58,11 +48,10 @@ fn layout(lvs: &Value) -> String {
 /// rimage legs on different devices); the class reports Healthy RAID and tears down.
 pub async fn a_raid1_class_builds_a_vg_whose_lvmd_options_make_a_mirrored_lv(ctx: Ctx) {
     let vg = format!("r{}", std::process::id());
-    let after = format!("VG={vg}\n{RAID_LV}\n{REMOVE_LV}");
     let r = run_node(
         ctx,
         NodeRun {
-            after_ready: &after,
+            after_ready: RAID_LV,
             ..NodeRun::new(
                 "raid1",
                 &vg,
@@ -87,11 +76,11 @@ pub async fn a_raid1_class_builds_a_vg_whose_lvmd_options_make_a_mirrored_lv(ctx
 /// legs on three different PVs.
 pub async fn a_raid5_class_stripes_an_lv_with_parity_across_three_pvs(ctx: Ctx) {
     let vg = format!("p{}", std::process::id());
-    let after = format!("VG={vg}\nmodprobe raid456\n{RAID_LV}\n{REMOVE_LV}");
     let r = run_node(
         ctx,
         NodeRun {
-            after_ready: &after,
+            after_ready: RAID_LV,
+            env: vec![("RAID_MODULE", "raid456".into())],
             ..NodeRun::new(
                 "raid5",
                 &vg,
@@ -120,26 +109,13 @@ pub async fn a_raid5_class_stripes_an_lv_with_parity_across_three_pvs(ctx: Ctx) 
     assert_eq!(legs.len(), 3, "on three different PVs: {lvs}");
 }
 
-/// After Ready, with a raid1 LV on the class: one member disk is removed from the guest at run
+/// After Ready, with a raid1 LV on the class (raid-lv.sh's, kept): one member disk is removed from the guest at run
 /// time (its PCI device removed, the kernel path of a hot-unplug); the RAID LV goes partial and
 /// vg-manager's next pass fails the RAID health check and waits.
-const LOSE_A_DISK: &str = r#"
-dev=$(readlink -f /dev/disk/by-id/virtio-lost1); b=${dev#/dev/}
-pci=$(readlink -f /sys/block/$b/device/..)
-[ -e "$pci/remove" ] || fail "no PCI device behind $dev ($pci)" 19
-echo 1 >"$pci/remove"
-i=0
-while [ -e "/sys/block/$b" ]; do
-  i=$((i+1)); [ $i -gt 120 ] && fail "$dev still there after its PCI device was removed" 19; sleep 0.5
-done
-lvs -a --reportformat json -o lv_name,lv_attr,lv_health_status "$VG" >"$GUEST_OUT/lvs-lost.json" 2>/dev/null
-pvs --reportformat json -o pv_name,vg_name,pv_missing >"$GUEST_OUT/pvs-lost.json" 2>/dev/null
-# The host wakes vg-manager until its status shows the failure; the guest waits for the pass.
-i=0
-until grep -q RAIDHealthCheckFailed "$GUEST_OUT/vg-manager.log"; do
-  i=$((i+1)); [ $i -gt 600 ] && fail "vg-manager never failed the RAID health check" 20; sleep 0.5
-done
-"#;
+const LOSE_A_DISK: &str = concat!(
+    include_str!("scripts/raid-lv.sh"),
+    include_str!("scripts/raid-lose-disk.sh")
+);
 
 /// The node reports the loss as LVMS would, by either of its two checks, whichever the pass
 /// meets (it depends on whether lvm2 already flags the PV missing): checkRAIDVGHealth (the PV is
@@ -165,11 +141,11 @@ fn failed_raid(e: &VGStatus) -> bool {
 /// (see `failed_raid`) and a `RAIDHealthCheckFailed` Warning is published. The class is not torn down: a VG with a missing PV needs a person.
 pub async fn a_member_disk_removed_at_run_time_fails_the_raid_health_check(ctx: Ctx) {
     let vg = format!("l{}", std::process::id());
-    let after = format!("VG={vg}\n{RAID_LV}\n{LOSE_A_DISK}");
     let r = run_node(
         ctx,
         NodeRun {
-            after_ready: &after,
+            after_ready: LOSE_A_DISK,
+            env: vec![("KEEP_LV", "1".into()), ("LOST_DISK", by_id("lost1"))],
             until: Some(failed_raid),
             event: Some("RAIDHealthCheckFailed"),
             teardown: false,

@@ -14,37 +14,8 @@ use serde_json::json;
 /// TopoLVM's thick skips: snapshot and clone specs (a thick class refuses them).
 pub const THICK_SKIP: &str = "[Ss]napshot|existing source volume";
 
-fn guest(class: &str, tag: &str, skip: &str) -> String {
-    format!(
-        r#"
-printf 'topolvm.io/device-class: %s\n' "{class}" >/tmp/sanity-{tag}.yaml
-mkdir -p /tmp/sanity-{tag}
-san() {{
-  /work/csi-sanity --csi.endpoint=$VGM/csi.sock \
-    --csi.controllerendpoint=10.0.2.100:{RELAY_PORT_IN_GUEST} \
-    --csi.testvolumeparameters=/tmp/sanity-{tag}.yaml \
-    --csi.testvolumesize=$((64 << 20)) --csi.testvolumeexpandsize=$((128 << 20)) \
-    --csi.mountdir=/tmp/sanity-{tag}/mount --csi.stagingdir=/tmp/sanity-{tag}/stage "$@"
-}}
-# The operator places a volume only on a node whose capacity annotation it has seen, which
-# vg-manager writes after the pass that made the class Ready: the suite starts once one real
-# CreateVolume (its own spec) succeeds, so its first specs do not race that annotation.
-i=0
-until san '--ginkgo.focus=CreateVolume should return appropriate values SingleNodeWriter NoCapacity' \
-    >"$GUEST_OUT/sanity-{tag}-first.log" 2>&1; do
-  i=$((i+1)); [ $i -ge 30 ] && break; sleep 2
-done
-echo "$i" >"$GUEST_OUT/sanity-{tag}-waits"
-# With the suite's last lines.
-watch 'tail -n 2 "$GUEST_OUT/sanity-{tag}.log" | cut -c1-200'
-san --ginkgo.junit-report="$GUEST_OUT/junit-{tag}.xml" --ginkgo.v {skip} \
-  >"$GUEST_OUT/sanity-{tag}.log" 2>&1
-echo $? >"$GUEST_OUT/sanity-{tag}.status"
-unwatch
-grep -c " /tmp/sanity-" /proc/self/mountinfo >"$GUEST_OUT/mounts-left" || true
-"#
-    )
-}
+/// In the guest, once the class is Ready: the suite, its report and what it left mounted.
+const GUEST: &str = include_str!("scripts/sanity.sh");
 
 /// Specs of a junit report that ran (not skipped) and whose name contains `part`.
 fn ran(junit: &str, part: &str) -> Vec<String> {
@@ -89,18 +60,24 @@ async fn sanity(ctx: Ctx, suite: Suite) {
     let skip = if thin {
         entry["thinPoolConfig"] =
             json!({"name": POOL, "sizePercent": 80, "overprovisionRatio": 10});
-        String::new()
+        ""
     } else {
-        format!("'--ginkgo.skip={THICK_SKIP}'")
+        THICK_SKIP
     };
     let classes = json!([entry]);
-    let after = guest(&class, tag, &skip);
+    let env = vec![
+        ("SANITY_TAG", tag.to_string()),
+        ("SANITY_CLASS", class.clone()),
+        ("SANITY_SKIP", skip.to_string()),
+        ("CONTROLLER", format!("10.0.2.100:{RELAY_PORT_IN_GUEST}")),
+    ];
     let name = format!("sanity-{tag}");
     let r = run_node(
         ctx,
         NodeRun {
             pool: thin.then_some(POOL),
-            after_ready: &after,
+            after_ready: GUEST,
+            env,
             ..NodeRun::new(&name, &class, classes, vec![(disk, 1024)])
         },
     )

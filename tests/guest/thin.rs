@@ -20,27 +20,7 @@ pub fn thin_class(vg: &str, paths: &[&str]) -> Value {
 
 /// The pool's size as lvm2 reports it (bytes), waited for until it changes after the day-2
 /// edit adds a second disk, then recorded with the gauges vg-manager exports.
-const AFTER_GROWTH: &str = r#"
-num() { lvs --noheadings --units b --nosuffix -o "$1" "$2" | tr -d ' '; }
-vgsize() { vgs --noheadings --units b --nosuffix -o vg_size "$VG" | tr -d ' '; }
-one_disk=$(vgsize)
-# Grown: the VG has the second disk and the pool is back at >= 78 % of it.
-i=0
-until [ "$(vgsize)" -gt "$one_disk" ] && [ $(( $(num lv_size "$VG/$POOL") * 100 )) -ge $(( $(vgsize) * 78 )) ]; do
-  i=$((i+1)); [ $i -gt 600 ] && fail "the pool never grew with the second disk" 13; sleep 0.5
-done
-lvs -a --reportformat json --units b --nosuffix \
-  -o lv_name,lv_attr,lv_size,lv_metadata_size,chunk_size "$VG" >"$GUEST_OUT/lvs-grown.json"
-vgs --reportformat json --units b --nosuffix -o vg_name,vg_size "$VG" >"$GUEST_OUT/vgs-grown.json"
-# The pass that extended the pool sets the gauges when it ends (several lvm2 commands later).
-pool=$(num lv_size "$VG/$POOL")
-gauge() { grep "^topolvm_thinpool_size_bytes{.*$VG" "$1" | awk '{printf "%.0f", $NF}'; }
-i=0
-until wget -qO "$GUEST_OUT/metrics-grown.txt" http://$DIAG/metrics \
-  && [ "$(gauge "$GUEST_OUT/metrics-grown.txt")" = "$pool" ]; do
-  i=$((i+1)); [ $i -gt 120 ] && fail "the pool gauge is not $pool 60 s after the extension" 15; sleep 0.5
-done
-"#;
+const AFTER_GROWTH: &str = include_str!("scripts/thin-grow.sh");
 
 /// A thin device class end to end on a real kernel: vg-manager (in the guest, activation on)
 /// creates the VG and an active thin pool with the class's sizePercent, chunk size and static
@@ -49,13 +29,12 @@ done
 /// pool and VG, leaving no device-mapper device behind.
 pub async fn a_thin_class_gets_an_active_pool_sized_as_configured_and_is_torn_down(ctx: Ctx) {
     let vg = format!("g{}", std::process::id());
-    let after = format!("VG={vg} POOL={POOL}\n{AFTER_GROWTH}");
     let r = run_node(
         ctx,
         NodeRun {
             pool: Some(POOL),
             edit: Some((thin_class(&vg, &["thin0", "thin1"]), 2)),
-            after_ready: &after,
+            after_ready: AFTER_GROWTH,
             ..NodeRun::new(
                 "thin",
                 &vg,
@@ -196,30 +175,17 @@ pub async fn sigkill_between_the_thin_pool_lvcreate_and_its_outcome_never_create
 /// After Ready: the pool is deactivated behind vg-manager's back (as after a reboot without
 /// autoactivation) while vg-manager is down; the restarted vg-manager's first pass validates the
 /// pool (LVMS `validateLVs`), finds it inactive and activates it.
-const REACTIVATE: &str = r#"
-attr() { lvs --noheadings -o lv_attr "$VG/$POOL" | tr -d ' '; }
-kill $vgm; wait $vgm
-lvchange -an "$VG/$POOL" || fail "lvchange -an of the pool failed" 17
-attr >"$GUEST_OUT/attr-inactive"
-dmsetup ls >"$GUEST_OUT/dmsetup-inactive.txt" 2>&1
-start
-i=0
-until [ "$(attr | cut -c5)" = a ]; do
-  i=$((i+1)); [ $i -gt 600 ] && fail "vg-manager never activated the pool again" 18; sleep 0.5
-done
-attr >"$GUEST_OUT/attr-active"
-"#;
+const REACTIVATE: &str = include_str!("scripts/thin-reactivate.sh");
 
 /// validateLVs on a real pool: an inactive pool is found by the next pass and activated with
 /// one journaled `lvchange -ay`; the class stays Ready and tears down.
 pub async fn an_inactive_pool_is_validated_and_activated_by_the_next_pass(ctx: Ctx) {
     let vg = format!("v{}", std::process::id());
-    let after = format!("VG={vg} POOL={POOL}\n{REACTIVATE}");
     let r = run_node(
         ctx,
         NodeRun {
             pool: Some(POOL),
-            after_ready: &after,
+            after_ready: REACTIVATE,
             ..NodeRun::new(
                 "thin-validate",
                 &vg,

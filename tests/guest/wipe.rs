@@ -8,16 +8,12 @@ use crate::node::{NodeRun, by_id, run_node};
 /// removes the dm child (`dmsetup remove`), wipes the disk and builds the VG on it.
 pub async fn force_wipe_removes_a_device_mapper_child_and_builds_the_vg(ctx: Ctx) {
     let vg = format!("w{}", std::process::id());
-    // A linear dm device over the disk's first MiB: the disk now has a holder. No udev in the
-    // guest: dmsetup makes the /dev/mapper node itself, as udev would on a node.
-    let prepare = "disk=$(readlink -f /dev/disk/by-id/virtio-wipe0)\n\
-                   echo \"0 2048 linear $disk 0\" | dmsetup create --noudevsync lvmstest-child\n\
-                   dmsetup mknodes\n\
-                   ls /sys/class/block/${disk#/dev/}/holders >\"$GUEST_OUT/holders-before.txt\"";
     let r = run_node(
         ctx,
         NodeRun {
-            prepare,
+            // A device-mapper device over the disk: the disk now has a holder.
+            prepare: include_str!("scripts/wipe-prepare.sh"),
+            env: vec![("WIPE_DISK", by_id("wipe0"))],
             ..NodeRun::new(
                 "wipe",
                 &vg,
