@@ -1,6 +1,6 @@
 //! The real-kernel tier's guest-side shell (`tests/guest/scripts/`, run by dash in the guest):
 //! every file parses with `dash -n`, alone and as a function body (how node.sh receives a
-//! scenario's `prepare` and `after_ready`); shellcheck (`-s sh`, when installed) finds nothing
+//! scenario's `prepare` and `after_ready`); shellcheck (`-s sh`; `make test-deps` installs it) finds nothing
 //! but what a file excuses in a `# shellcheck disable=...` comment saying why; each file's
 //! opening comment names every variable it reads and does not set; every file is embedded by
 //! the tier; and the header the tier writes before a program (`tests/guest/script.rs`) hands
@@ -85,12 +85,10 @@ fn every_script_parses_with_dash_alone_and_as_a_function_body() {
 #[test]
 fn shellcheck_finds_nothing_unexcused() {
     let version = Command::new("shellcheck").arg("--version").output();
-    if !version.is_ok_and(|o| o.status.success()) {
-        println!(
-            "shellcheck is not installed: the guest scripts were not linted (apt-get install shellcheck)"
-        );
-        return;
-    }
+    assert!(
+        version.is_ok_and(|o| o.status.success()),
+        "shellcheck is not installed, so the guest scripts cannot be linted: apt-get install -y shellcheck (make test-deps does)"
+    );
     let files: Vec<String> = scripts().into_iter().map(|(name, _)| name).collect();
     // Every exclusion is a `# shellcheck disable=` comment in the file, next to its reason;
     // none is made here.

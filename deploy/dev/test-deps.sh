@@ -10,6 +10,7 @@
 #   make        the README's commands
 #   qemu-system-x86  the real-kernel tier boots a Debian cloud kernel (build-guest.sh), with
 #               --no-install-recommends (no firmware or GUI packages)
+#   shellcheck  tests/guest_scripts checks the guest tier's shell
 set -euo pipefail
 
 die() { echo "test-deps: $*" >&2; exit 1; }
@@ -17,7 +18,7 @@ command -v cargo >/dev/null || die "cargo is missing: install Rust (rustup) >= 1
 command -v go >/dev/null || die "go is missing: Go >= 1.26 builds the test peers (etcd, kube-apiserver, ...)"
 
 missing=()
-for pair in python3:python3 make:make vgcreate:lvm2 mkfs.ext4:e2fsprogs losetup:util-linux blkid:util-linux wipefs:util-linux; do
+for pair in python3:python3 make:make vgcreate:lvm2 mkfs.ext4:e2fsprogs losetup:util-linux blkid:util-linux wipefs:util-linux dash:dash shellcheck:shellcheck; do
   tool=${pair%%:*}; pkg=${pair##*:}
   if ! command -v "$tool" >/dev/null && [ ! -x "/usr/sbin/$tool" ] && [ ! -x "/sbin/$tool" ]; then
     [[ " ${missing[*]-} " == *" $pkg "* ]] || missing+=("$pkg")
