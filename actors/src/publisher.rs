@@ -10,7 +10,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use lvms_journal::{Body, Journal, ObjectRef, PublishKind, Published, Record, Seq};
+use lvms_journal::{Body, Journal, JournalError, ObjectRef, PublishKind, Published, Record, Seq};
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use tracing::{error, info, warn};
 
@@ -270,15 +270,34 @@ fn checkpoint_if_due<S>(state: &mut PublisherState<S>) {
     }
 }
 
+/// Why a record's Events are not all out yet (logged; the record is retried).
+#[derive(Debug, thiserror::Error)]
+enum PublishError {
+    #[error("reading the journal for the Events of seq {seq}: {source}")]
+    EventsOf {
+        seq: Seq,
+        #[source]
+        source: JournalError,
+    },
+    /// Flushing, reading the last Published of a key, or appending a Published.
+    #[error(transparent)]
+    Journal(#[from] JournalError),
+    /// The sink asked for a retry.
+    #[error(transparent)]
+    Sink(SinkError),
+}
+
 async fn publish<S: EventSink>(
     args: &PublisherArgs<S>,
     rec: &Record,
     durable: &mut bool,
-) -> Result<(), String> {
-    let specs = (args.event_for)(&args.journal, rec)
-        .map_err(|e| format!("reading the journal for the Events of seq {}: {e}", rec.seq))?;
+) -> Result<(), PublishError> {
+    let specs = (args.event_for)(&args.journal, rec).map_err(|source| PublishError::EventsOf {
+        seq: rec.seq,
+        source,
+    })?;
     if !specs.is_empty() && !*durable {
-        args.journal.flush().map_err(|e| e.to_string())?;
+        args.journal.flush()?;
         *durable = true;
     }
     // In order; a retry after a failure skips the ones already recorded as published.
@@ -292,11 +311,11 @@ async fn publish_one<S: EventSink>(
     args: &PublisherArgs<S>,
     rec: &Record,
     spec: &EventSpec,
-) -> Result<(), String> {
+) -> Result<(), PublishError> {
     let journal = &args.journal;
     let seq = rec.seq;
     let key = spec.key();
-    let last = journal.last_published(&key).map_err(|e| e.to_string())?;
+    let last = journal.last_published(&key)?;
     let (last_seq, last_count) = match &last {
         Some(Record {
             body: Body::Published(p),
@@ -311,7 +330,7 @@ async fn publish_one<S: EventSink>(
     let mut summary = format!("{} {}: {}", spec.type_.as_str(), spec.reason, spec.note);
     match args.sink.write(&key, spec, count).await {
         Ok(()) => {}
-        Err(SinkError::Retry(e)) => return Err(e),
+        Err(e @ SinkError::Retry(_)) => return Err(PublishError::Sink(e)),
         Err(SinkError::Drop(e)) => {
             warn!(seq, reason = %spec.reason, error = %e, "event cannot be delivered; recorded as dropped");
             summary = format!("dropped ({e}): {summary}");
@@ -322,20 +341,18 @@ async fn publish_one<S: EventSink>(
         Body::Outcome(o) => o.unit.clone(),
         _ => String::new(),
     };
-    journal
-        .append_published(
-            Published {
-                unit,
-                object: Some(spec.regarding.clone()),
-                kind: PublishKind::Event,
-                dedupe_key: key,
-                source_seq: seq,
-                count,
-                summary,
-            },
-            rec.trace,
-        )
-        .map_err(|e| e.to_string())?;
+    journal.append_published(
+        Published {
+            unit,
+            object: Some(spec.regarding.clone()),
+            kind: PublishKind::Event,
+            dedupe_key: key,
+            source_seq: seq,
+            count,
+            summary,
+        },
+        rec.trace,
+    )?;
     info!(seq, reason = %spec.reason, regarding = %spec.regarding.kind, count, "event published");
     Ok(())
 }

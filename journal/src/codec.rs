@@ -5,6 +5,7 @@
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+pub use crate::error::DecodeError;
 use crate::error::JournalError;
 use crate::record::Record;
 
@@ -55,14 +56,11 @@ pub fn encode_value<T: Serialize>(what: &'static str, value: &T) -> Result<Vec<u
 }
 
 /// Deserialize with the size limit; trailing bytes are an error (they mean a wrong type or a torn value).
-pub fn decode_value<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, String> {
-    let (value, used) = bincode::serde::decode_from_slice::<T, _>(bytes, config())
-        .map_err(|e| format!("decode: {e}"))?;
+pub fn decode_value<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, DecodeError> {
+    let (value, used) =
+        bincode::serde::decode_from_slice::<T, _>(bytes, config()).map_err(DecodeError::Payload)?;
     if used != bytes.len() {
-        return Err(format!(
-            "decode: {} trailing bytes after value",
-            bytes.len() - used
-        ));
+        return Err(DecodeError::TrailingBytes(bytes.len() - used));
     }
     Ok(value)
 }
@@ -80,36 +78,38 @@ pub fn frame(payload: &[u8]) -> Vec<u8> {
 }
 
 /// Check a frame and return its format version and payload, or why it is bad.
-pub fn unframe(bytes: &[u8]) -> Result<(u8, &[u8]), String> {
+pub fn unframe(bytes: &[u8]) -> Result<(u8, &[u8]), DecodeError> {
     let Some((head, payload)) = bytes.split_at_checked(HEADER) else {
-        return Err(format!(
-            "frame too short: {} bytes, header needs {HEADER}",
-            bytes.len()
-        ));
+        return Err(DecodeError::FrameTooShort {
+            len: bytes.len(),
+            header: HEADER,
+        });
     };
     let version = head[0];
     let stored_crc = u32::from_be_bytes([head[1], head[2], head[3], head[4]]);
     let len_bytes = [head[5], head[6], head[7], head[8]];
     let len = u32::from_be_bytes(len_bytes) as usize;
     if version > FORMAT_VERSION {
-        return Err(format!(
-            "frame format version {version} is newer than supported version {FORMAT_VERSION}"
-        ));
+        return Err(DecodeError::NewerVersion {
+            version,
+            supported: FORMAT_VERSION,
+        });
     }
     if version < OLDEST_READABLE_FORMAT {
-        return Err(format!("unknown frame format version {version}"));
+        return Err(DecodeError::UnknownVersion { version });
     }
     if len != payload.len() {
-        return Err(format!(
-            "length field says {len} bytes but {} are stored (torn write?)",
-            payload.len()
-        ));
+        return Err(DecodeError::TornFrame {
+            len,
+            stored: payload.len(),
+        });
     }
     let actual = crc(version, len_bytes, payload);
     if actual != stored_crc {
-        return Err(format!(
-            "crc32c mismatch: stored {stored_crc:08x}, computed {actual:08x}"
-        ));
+        return Err(DecodeError::Checksum {
+            stored: stored_crc,
+            computed: actual,
+        });
     }
     Ok((version, payload))
 }
@@ -118,7 +118,7 @@ pub fn encode_record(record: &Record) -> Result<Vec<u8>, JournalError> {
     Ok(frame(&encode_value("record", record)?))
 }
 
-pub fn decode_record(bytes: &[u8]) -> Result<Record, String> {
+pub fn decode_record(bytes: &[u8]) -> Result<Record, DecodeError> {
     match unframe(bytes)? {
         (1, payload) => decode_value::<crate::legacy::RecordV1>(payload)?.try_into(),
         (2, payload) => decode_value::<crate::legacy::RecordV2>(payload)?.try_into(),
@@ -355,6 +355,10 @@ mod tests {
         let mut bytes = frame(b"x");
         bytes[0] = FORMAT_VERSION + 1;
         let err = unframe(&bytes).unwrap_err();
-        assert!(err.contains("newer"), "{err}");
+        assert!(
+            matches!(err, DecodeError::NewerVersion { version, .. } if version == FORMAT_VERSION + 1),
+            "{err}"
+        );
+        assert!(err.to_string().contains("newer"), "{err}");
     }
 }

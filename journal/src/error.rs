@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use crate::record::Seq;
+use crate::record::{ObjectRef, Seq};
 
 /// A stored record whose frame, checksum, decode or sequence check failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -10,6 +10,44 @@ use crate::record::Seq;
 pub struct CorruptRecord {
     pub seq: Seq,
     pub reason: String,
+}
+
+/// Why stored bytes are not a value or a record ([`crate::codec`]): the frame, its checksum,
+/// its format version or its payload. The text is what `verify` and a corrupt-record error
+/// show.
+#[derive(Debug, thiserror::Error)]
+pub enum DecodeError {
+    #[error("frame too short: {len} bytes, header needs {header}")]
+    FrameTooShort { len: usize, header: usize },
+
+    #[error("length field says {len} bytes but {stored} are stored (torn write?)")]
+    TornFrame { len: usize, stored: usize },
+
+    #[error("crc32c mismatch: stored {stored:08x}, computed {computed:08x}")]
+    Checksum { stored: u32, computed: u32 },
+
+    #[error("frame format version {version} is newer than supported version {supported}")]
+    NewerVersion { version: u8, supported: u8 },
+
+    #[error("unknown frame format version {version}")]
+    UnknownVersion { version: u8 },
+
+    #[error("decode: {0}")]
+    Payload(#[source] bincode::error::DecodeError),
+
+    #[error("decode: {0} trailing bytes after value")]
+    TrailingBytes(usize),
+
+    /// A kind an older format had and this release no longer reads (format 2's `observed`).
+    #[error(
+        "format-{format} `{kind}` record (unit {unit}, {object}): lvms never wrote this kind and this release no longer reads it"
+    )]
+    RetiredKind {
+        format: u8,
+        kind: &'static str,
+        unit: String,
+        object: Box<ObjectRef>,
+    },
 }
 
 /// An error from the storage engine behind [`crate::store::Store`].

@@ -757,7 +757,10 @@ impl Journal {
     // ---- reads ----------------------------------------------------------------------------
 
     pub(crate) fn decode_at(seq: Seq, bytes: &[u8]) -> Result<Record, CorruptRecord> {
-        let rec = codec::decode_record(bytes).map_err(|reason| CorruptRecord { seq, reason })?;
+        let rec = codec::decode_record(bytes).map_err(|e| CorruptRecord {
+            seq,
+            reason: e.to_string(),
+        })?;
         if rec.seq != seq {
             return Err(CorruptRecord {
                 seq,

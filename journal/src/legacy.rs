@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
+use crate::error::DecodeError;
 use crate::record::{
     Body, Done, EventNote, Intent, ObjectRef, Outcome, OutcomeResult, Published, Record, Replayed,
     Seq, Snapshot, Trace,
@@ -178,11 +179,13 @@ impl From<ResultV2> for OutcomeResult {
     }
 }
 
-fn observed(format: u8, o: &ObservedV2) -> String {
-    format!(
-        "format-{format} `observed` record (unit {}, {}): lvms never wrote this kind and this release no longer reads it",
-        o.unit, o.object
-    )
+fn observed(format: u8, o: ObservedV2) -> DecodeError {
+    DecodeError::RetiredKind {
+        format,
+        kind: "observed",
+        unit: o.unit,
+        object: Box::new(o.object),
+    }
 }
 
 /// Format 1 is format 2 with nothing regarded.
@@ -221,17 +224,17 @@ impl From<RecordV1> for RecordV2 {
 }
 
 impl TryFrom<RecordV1> for Record {
-    type Error = String;
-    fn try_from(r: RecordV1) -> Result<Record, String> {
+    type Error = DecodeError;
+    fn try_from(r: RecordV1) -> Result<Record, DecodeError> {
         RecordV2::from(r).try_into()
     }
 }
 
 impl TryFrom<RecordV2> for Record {
-    type Error = String;
-    fn try_from(r: RecordV2) -> Result<Record, String> {
+    type Error = DecodeError;
+    fn try_from(r: RecordV2) -> Result<Record, DecodeError> {
         let body = match r.body {
-            BodyV2::Observed(o) => return Err(observed(r.format, &o)),
+            BodyV2::Observed(o) => return Err(observed(r.format, o)),
             BodyV2::Intent(i) => Body::Intent(Intent {
                 unit: i.unit,
                 object: i.object,

@@ -9,27 +9,58 @@ use std::time::Duration;
 use super::proto::ProbeRequest;
 use super::proto::identity_client::IdentityClient;
 
+/// Why the CSI socket did not answer Probe.
+#[derive(Debug, thiserror::Error)]
+pub enum ProbeError {
+    #[error("CSI socket {}: {source}", path.display())]
+    Connect {
+        path: PathBuf,
+        #[source]
+        source: tonic::transport::Error,
+    },
+    #[error("CSI socket {}: {source}", path.display())]
+    Probe {
+        path: PathBuf,
+        #[source]
+        source: tonic::Status,
+    },
+    #[error("CSI socket {}: no answer within {timeout:?}", path.display())]
+    Timeout { path: PathBuf, timeout: Duration },
+}
+
 /// One probe of the socket at `path`, within `timeout`.
-pub async fn probe(path: &std::path::Path, timeout: Duration) -> Result<(), String> {
-    let what = |e: &dyn std::fmt::Display| format!("CSI socket {}: {e}", path.display());
+pub async fn probe(path: &std::path::Path, timeout: Duration) -> Result<(), ProbeError> {
     let call = async {
-        let channel = super::client::connect(path).await.map_err(|e| what(&e))?;
+        let channel = super::client::connect(path)
+            .await
+            .map_err(|source| ProbeError::Connect {
+                path: path.to_path_buf(),
+                source,
+            })?;
         IdentityClient::new(channel)
             .probe(ProbeRequest {})
             .await
             .map(drop)
-            .map_err(|e| what(&e))
+            .map_err(|source| ProbeError::Probe {
+                path: path.to_path_buf(),
+                source,
+            })
     };
     tokio::time::timeout(timeout, call)
         .await
-        .unwrap_or_else(|_| Err(what(&format!("no answer within {timeout:?}"))))
+        .unwrap_or_else(|_| {
+            Err(ProbeError::Timeout {
+                path: path.to_path_buf(),
+                timeout,
+            })
+        })
 }
 
 /// Probe `path` every `every` until the task is aborted; each result goes to `report`.
 pub fn spawn(
     path: PathBuf,
     every: Duration,
-    report: impl Fn(Result<(), String>) + Send + 'static,
+    report: impl Fn(Result<(), ProbeError>) + Send + 'static,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         loop {

@@ -5,10 +5,42 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{Node, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm};
 
+/// A malformed requirement (apimachinery's messages): it invalidates its whole term.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum RequirementError {
+    /// A matchExpressions requirement: its key, its operator and what is wrong with it.
+    #[error("{key:?} {operator}: {why}")]
+    Label {
+        key: String,
+        operator: String,
+        why: &'static str,
+    },
+    #[error("unexpected number of values ({count}) for node field selector {key:?}")]
+    FieldValueCount { key: String, count: usize },
+    #[error("{operator:?} is not a valid node field selector operator")]
+    FieldOperator { operator: String },
+}
+
+/// Every malformed term of a selector none of whose terms matched, in term order (joined
+/// with "; ").
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{}", join(.terms))]
+pub struct SelectorError {
+    pub terms: Vec<RequirementError>,
+}
+
+fn join(errors: &[RequirementError]) -> String {
+    errors
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
 /// Whether `node` matches `selector` (component-helpers `MatchNodeSelectorTerms`): terms are
 /// ORed, requirements inside a term ANDed, an empty term matches nothing. A malformed term is
 /// skipped; its error is returned only if no other term matches.
-pub fn selector_matches(node: &Node, selector: &NodeSelector) -> Result<bool, String> {
+pub fn selector_matches(node: &Node, selector: &NodeSelector) -> Result<bool, SelectorError> {
     let mut errors = Vec::new();
     for term in &selector.node_selector_terms {
         match term_matches(node, term) {
@@ -20,11 +52,11 @@ pub fn selector_matches(node: &Node, selector: &NodeSelector) -> Result<bool, St
     if errors.is_empty() {
         Ok(false)
     } else {
-        Err(errors.join("; "))
+        Err(SelectorError { terms: errors })
     }
 }
 
-fn term_matches(node: &Node, term: &NodeSelectorTerm) -> Result<bool, String> {
+fn term_matches(node: &Node, term: &NodeSelectorTerm) -> Result<bool, RequirementError> {
     let expressions = term.match_expressions.as_deref().unwrap_or_default();
     let fields = term.match_fields.as_deref().unwrap_or_default();
     if expressions.is_empty() && fields.is_empty() {
@@ -46,10 +78,16 @@ fn term_matches(node: &Node, term: &NodeSelectorTerm) -> Result<bool, String> {
 fn label_requirement_matches(
     labels: &BTreeMap<String, String>,
     req: &NodeSelectorRequirement,
-) -> Result<bool, String> {
+) -> Result<bool, RequirementError> {
     let values = req.values.as_deref().unwrap_or_default();
     let label = labels.get(&req.key);
-    let invalid = |why: &str| Err(format!("{:?} {}: {why}", req.key, req.operator));
+    let invalid = |why: &'static str| {
+        Err(RequirementError::Label {
+            key: req.key.clone(),
+            operator: req.operator.clone(),
+            why,
+        })
+    };
     match req.operator.as_str() {
         "In" | "NotIn" if values.is_empty() => invalid("values set can't be empty"),
         "In" => Ok(label.is_some_and(|l| values.contains(l))),
@@ -76,14 +114,16 @@ fn label_requirement_matches(
 }
 
 /// matchFields support only In/NotIn with one value; the only node field is `metadata.name`.
-fn field_requirement_matches(node: &Node, req: &NodeSelectorRequirement) -> Result<bool, String> {
+fn field_requirement_matches(
+    node: &Node,
+    req: &NodeSelectorRequirement,
+) -> Result<bool, RequirementError> {
     let values = req.values.as_deref().unwrap_or_default();
     let [value] = values else {
-        return Err(format!(
-            "unexpected number of values ({}) for node field selector {:?}",
-            values.len(),
-            req.key
-        ));
+        return Err(RequirementError::FieldValueCount {
+            key: req.key.clone(),
+            count: values.len(),
+        });
     };
     let field = match req.key.as_str() {
         "metadata.name" => node_name(node),
@@ -92,9 +132,9 @@ fn field_requirement_matches(node: &Node, req: &NodeSelectorRequirement) -> Resu
     match req.operator.as_str() {
         "In" => Ok(field == value),
         "NotIn" => Ok(field != value),
-        op => Err(format!(
-            "{op:?} is not a valid node field selector operator"
-        )),
+        op => Err(RequirementError::FieldOperator {
+            operator: op.to_string(),
+        }),
     }
 }
 

@@ -85,7 +85,7 @@ fn node_name(node: &Node) -> &str {
     node.metadata.name.as_deref().unwrap_or_default()
 }
 
-pub use crate::objects::selector::selector_matches;
+pub use crate::objects::selector::{SelectorError, selector_matches};
 
 /// The OR of every class's nodeSelector terms; None (= every node) when any class has no
 /// selector or no terms were collected (LVMS `ExtractNodeSelectorAndTolerations`).
@@ -164,10 +164,19 @@ pub fn valid_nodes_for_any_class<'a>(
 }
 
 fn not_ready_error(node: &Node) -> String {
-    format!(
-        "node {} has a {TAINT_NODE_NOT_READY} taint",
-        node_name(node)
-    )
+    NodeInvalid::NotReady {
+        node: node_name(node).to_string(),
+    }
+    .to_string()
+}
+
+/// Why a node cannot be judged for a device class (LVMS `isNodeValid`'s errors).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum NodeInvalid {
+    #[error("node {node} has a {} taint", TAINT_NODE_NOT_READY)]
+    NotReady { node: String },
+    #[error("error matching node selector terms: {0}")]
+    Selector(#[source] SelectorError),
 }
 
 /// LVMS `isNodeValid` for the status fold: tolerated taints plus the class's own selector.
@@ -176,16 +185,19 @@ pub fn node_valid_for_class(
     node: &Node,
     cluster: &LVMCluster,
     class: &DeviceClass,
-) -> Result<bool, String> {
+) -> Result<bool, NodeInvalid> {
     match check_taints(node_taints(node), &cluster.spec.tolerations) {
         TaintVerdict::Tolerated => {}
         TaintVerdict::Untolerated => return Ok(false),
-        TaintVerdict::NotReady => return Err(not_ready_error(node)),
+        TaintVerdict::NotReady => {
+            return Err(NodeInvalid::NotReady {
+                node: node_name(node).to_string(),
+            });
+        }
     }
     match &class.node_selector {
         None => Ok(true),
-        Some(sel) => selector_matches(node, sel)
-            .map_err(|e| format!("error matching node selector terms: {e}")),
+        Some(sel) => selector_matches(node, sel).map_err(NodeInvalid::Selector),
     }
 }
 

@@ -18,7 +18,7 @@ use crate::api::{
     CONDITION_RESOURCES_AVAILABLE, CONDITION_VOLUME_GROUPS_READY, DeviceClassStatus, LVMCluster,
     LVMClusterStatus, LVMStateType, LVMVolumeGroupNodeStatus, NodeStatus, VGStatusType,
 };
-use crate::operator::nodes::node_valid_for_class;
+use crate::operator::nodes::{NodeInvalid, node_valid_for_class};
 use crate::operator::table::UnitId;
 use crate::operator::world::{Capabilities, World};
 
@@ -96,10 +96,25 @@ fn resources_available(
     }
 }
 
+/// What `validateDeviceClassSetup` found missing (LVMS logs it; the condition message stays
+/// fixed).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ClassesNotReady {
+    #[error(transparent)]
+    Node(#[from] NodeInvalid),
+    #[error("no node status found for node {node}")]
+    NoNodeStatus { node: String },
+    #[error("no VGStatus found for VG {class} on node {node}")]
+    NoVgStatus { class: String, node: String },
+    #[error("VG {class} on node {node} is not in ready state")]
+    VgNotReady { class: String, node: String },
+    #[error("no valid node found for device class {class}")]
+    NoValidNode { class: String },
+}
+
 /// LVMS `validateDeviceClassSetup`: every class has at least one valid node, and every valid
-/// node has a node status holding a Ready VGStatus for the class. Err says what is missing
-/// (LVMS logs it; the condition message stays fixed).
-pub fn device_classes_ready(cluster: &LVMCluster, world: &World) -> Result<(), String> {
+/// node has a node status holding a Ready VGStatus for the class. Err says what is missing.
+pub fn device_classes_ready(cluster: &LVMCluster, world: &World) -> Result<(), ClassesNotReady> {
     // Indexed once: the fold runs on every report, over classes x nodes.
     let by_node: std::collections::HashMap<&str, &crate::api::LVMVolumeGroupNodeStatus> = world
         .node_statuses
@@ -116,30 +131,29 @@ pub fn device_classes_ready(cluster: &LVMCluster, world: &World) -> Result<(), S
             let node_name = node.metadata.name.as_deref().unwrap_or_default();
             let status = by_node
                 .get(node_name)
-                .ok_or_else(|| format!("no node status found for node {node_name}"))?;
+                .ok_or_else(|| ClassesNotReady::NoNodeStatus {
+                    node: node_name.to_string(),
+                })?;
             let vg = status
                 .spec
                 .lvm_vg_status
                 .iter()
                 .find(|vg| vg.name == class.name)
-                .ok_or_else(|| {
-                    format!(
-                        "no VGStatus found for VG {} on node {node_name}",
-                        class.name
-                    )
+                .ok_or_else(|| ClassesNotReady::NoVgStatus {
+                    class: class.name.clone(),
+                    node: node_name.to_string(),
                 })?;
             if vg.status != Some(VGStatusType::Ready) {
-                return Err(format!(
-                    "VG {} on node {node_name} is not in ready state",
-                    class.name
-                ));
+                return Err(ClassesNotReady::VgNotReady {
+                    class: class.name.clone(),
+                    node: node_name.to_string(),
+                });
             }
         }
         if !any_valid {
-            return Err(format!(
-                "no valid node found for device class {}",
-                class.name
-            ));
+            return Err(ClassesNotReady::NoValidNode {
+                class: class.name.clone(),
+            });
         }
     }
     Ok(())

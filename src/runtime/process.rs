@@ -123,7 +123,9 @@ impl ProcessCore {
     /// `/healthz` follows the answer of the CSI socket at `socket` to Probe.
     pub fn probe_csi(&self, socket: PathBuf, every: Duration) -> JoinHandle<()> {
         let liveness = self.diag.liveness.clone();
-        crate::csi::liveness::spawn(socket, every, move |r| liveness.set(r))
+        crate::csi::liveness::spawn(socket, every, move |r| {
+            liveness.set(r.map_err(|e| e.to_string()))
+        })
     }
 
     pub async fn supervise(

@@ -164,9 +164,7 @@ impl VolumesUnit {
             let class = resolve_class(config, &v.device_class).ok();
             let on_disk = match class.map(|c| observed.get(&c.name)) {
                 Some(Some(Ok(o))) => o.lvs.iter().any(|l| l.lv_name == v.uid),
-                Some(Some(Err(e))) => {
-                    return Err(UnitError::retryable("VolumeGroupUnreadable", e.clone()));
-                }
+                Some(Some(Err(e))) => return Err(e.unit_error()),
                 _ => false,
             };
             states.push(MemberState {
@@ -208,7 +206,7 @@ impl VolumesUnit {
     ) -> Result<(), UnitError> {
         let v = view_of(lv);
         let class = resolve_class(config, &v.device_class)
-            .map_err(|m| UnitError::permanent("UnknownDeviceClass", m))?;
+            .map_err(|m| UnitError::permanent("UnknownDeviceClass", m.to_string()))?;
         let argv =
             cmd::lvremove_volume(&class.volume_group, &v.uid).map_err(super::context::cmd_err)?;
         self.host_step(steps, object_ref(lv), A::Lvremove, argv)

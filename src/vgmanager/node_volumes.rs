@@ -124,7 +124,7 @@ impl NodeReads<'_> {
     /// Every device-mapper device (gates among them), as `dmsetup info` reports it.
     pub async fn dm_devices(&self) -> Result<Vec<gate::DmDevice>, CsiError> {
         match self.run(&gate::list_argv(), &[]).await {
-            Ok(out) => gate::parse_list(&out).map_err(CsiError::unavailable),
+            Ok(out) => gate::parse_list(&out).map_err(|e| CsiError::unavailable(e.to_string())),
             // A kernel without device-mapper (the host test tier, activation off) has no
             // device of it: that is what it said, not a failed read.
             Err(e) if gate::no_driver(&e.message) => Ok(Vec::new()),
@@ -150,7 +150,7 @@ impl NodeReads<'_> {
             .run(&gate::table_argv(&gate::name(volume_id)), &[])
             .await
             .map_err(|e| CsiError::unavailable(format!("dmsetup table: {}", e.message)))?;
-        gate::parse_table(&out).map_err(CsiError::unavailable)
+        gate::parse_table(&out).map_err(|e| CsiError::unavailable(e.to_string()))
     }
 
     pub async fn lv(&self, volume_id: &str) -> Result<FoundLv, CsiError> {

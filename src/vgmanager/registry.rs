@@ -88,9 +88,7 @@ impl Unit for Registry {
             .collect();
         for name in gone {
             triggers.remove(&name);
-            let _ = sup.send_message(SupervisorMsg::Stop(super::table::VgUnit::volume_group(
-                &name,
-            )));
+            let _ = sup.send_message(SupervisorMsg::Stop(super::volume_group::unit_name(&name)));
         }
         Ok(Pass {
             summary: format!("{} volume group(s) on this node", wanted.len()),
@@ -109,7 +107,7 @@ pub fn with_open_intents(open: &[lvms_journal::Record]) -> BTreeSet<String> {
     open.iter()
         .filter_map(|r| {
             r.unit()?
-                .strip_prefix(super::table::VgUnit::VolumeGroup.name())
+                .strip_prefix(super::volume_group::UNIT_PREFIX)
                 .map(String::from)
         })
         .collect()

@@ -46,7 +46,7 @@ impl VgUnit {
     pub const fn name(self) -> &'static str {
         match self {
             VgUnit::Registry => super::registry::UNIT,
-            VgUnit::VolumeGroup => "vg/",
+            VgUnit::VolumeGroup => super::volume_group::UNIT_PREFIX,
             VgUnit::Volumes => super::volumes::UNIT,
             VgUnit::NodeStatus => super::node_status_unit::UNIT,
             VgUnit::CsiNode => crate::csi::node::actions::UNIT,
@@ -55,7 +55,7 @@ impl VgUnit {
 
     /// The unit name of the volume group `vg`.
     pub fn volume_group(vg: &str) -> String {
-        format!("{}{vg}", VgUnit::VolumeGroup.name())
+        super::volume_group::unit_name(vg)
     }
 
     /// Watch sources whose changes wake this unit. Level-based: a woken unit re-reads all it

@@ -64,9 +64,7 @@ pub(super) fn host_view(
     let class = resolve_class(config, &view.device_class).ok();
     let obs = match class.map(|c| observed.get(&c.name)) {
         Some(Some(Ok(o))) => o.clone(),
-        Some(Some(Err(e))) => {
-            return Err(UnitError::retryable("VolumeGroupUnreadable", e.clone()));
-        }
+        Some(Some(Err(e))) => return Err(e.unit_error()),
         _ => ClassObservation::default(),
     };
     Ok(HostView {
@@ -81,7 +79,20 @@ pub(super) fn host_view(
 }
 
 /// Each class's observation, or why it could not be read (never "no LVs").
-pub(super) type Observed = BTreeMap<String, Result<ClassObservation, String>>;
+pub(super) type Observed = BTreeMap<String, Result<ClassObservation, VgUnreadable>>;
+
+/// Why a class's VG could not be read: the read's error, whose message it shows.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{}", .0.message)]
+pub(super) struct VgUnreadable(UnitError);
+
+impl VgUnreadable {
+    /// As a pass that needs the VG reports it: retryable, `VolumeGroupUnreadable`, with the
+    /// read's message.
+    pub(super) fn unit_error(&self) -> UnitError {
+        UnitError::retryable("VolumeGroupUnreadable", self.0.message.clone())
+    }
+}
 
 impl VolumesUnit {
     fn api(&self) -> Api<LogicalVolume> {
@@ -131,7 +142,7 @@ impl VolumesUnit {
 
     /// The class's VG read again (after a command changed it).
     pub(super) async fn refresh(&self, observed: &mut Observed, class: &str, vg: &str) {
-        let fresh = self.observe_vg(vg).await.map_err(|e| e.message);
+        let fresh = self.observe_vg(vg).await.map_err(VgUnreadable);
         observed.insert(class.to_string(), fresh);
     }
 
@@ -141,7 +152,7 @@ impl VolumesUnit {
             let obs = self
                 .observe_vg(&class.volume_group)
                 .await
-                .map_err(|e| e.message);
+                .map_err(VgUnreadable);
             out.insert(class.name.clone(), obs);
         }
         out
@@ -487,7 +498,7 @@ impl Unit for VolumesUnit {
     async fn replay(&self, intent: &Intent, _steps: &Steps) -> Result<Done, UnitError> {
         let action = intent
             .action_as::<A>()
-            .map_err(|e| UnitError::permanent("UnknownAction", e))?;
+            .map_err(|e| UnitError::permanent("UnknownAction", e.to_string()))?;
         let host_step = matches!(
             action,
             A::Lvcreate | A::LvcreateSnapshot | A::Lvresize | A::Lvremove

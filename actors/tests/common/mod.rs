@@ -417,7 +417,7 @@ impl Unit for FakeUnit {
         }
         intent
             .action_as::<FakeAction>()
-            .map_err(|e| UnitError::permanent("UnknownAction", e))?;
+            .map_err(|e| UnitError::permanent("UnknownAction", e.to_string()))?;
         Ok(Done::replayed(Replayed::AlreadyDone))
     }
 }

@@ -15,7 +15,7 @@ use crate::node::lsblk::LSBLK_COLUMNS;
 use crate::node::report::{ExistingVg, LVMS_TAG};
 use crate::node::vg::events::EventReason;
 use crate::node::vg::filter::{ExcludedBlockDevice, FilteredDevices, Rejection};
-use crate::node::vg::resolve::ResolvedPaths;
+use crate::node::vg::resolve::{ResolvedPaths, Unresolved};
 
 /// Requeue after creating/extending a VG, and in Dynamic discovery without paths (LVMS
 /// `reconcileInterval`).
@@ -64,7 +64,7 @@ pub enum DiscoveryError {
     )]
     RemovalWithMissingDevices { vg: String, node: String },
     #[error("failed to resolve path {path}, {reason}")]
-    RemovalPathUnresolvable { path: String, reason: String },
+    RemovalPathUnresolvable { path: String, reason: Unresolved },
     #[error(
         "devices can't be deleted from VG {vg} because after deletion there will be less than 1 device in VG"
     )]

@@ -11,7 +11,7 @@ use crate::api::{DeviceSelector, ExcludedDevice};
 
 use crate::node::lsblk::{BlockDevice, STATE_SUSPENDED, TYPE_LOOP, TYPE_LVM, TYPE_ROM};
 use crate::node::report::PhysicalVolume;
-use crate::node::vg::resolve::ResolvedPaths;
+use crate::node::vg::resolve::{ResolvedPaths, Unresolved};
 
 /// lsblk FSTYPE of an LVM physical volume.
 pub const FSTYPE_LVM2_MEMBER: &str = "LVM2_member";
@@ -37,7 +37,7 @@ pub enum Rejection {
     /// noChildren
     HasChildren { name: String },
     /// onlyValidFilesystemSignatures: a PV name lvm reported could not be resolved.
-    PvNotResolvable { pv: String, reason: String },
+    PvNotResolvable { pv: String, reason: Unresolved },
     /// onlyValidFilesystemSignatures: already a PV of this VG (hidden from status).
     AlreadySetUp { name: String, vg: String },
     /// onlyValidFilesystemSignatures

@@ -10,7 +10,7 @@ use crate::node::report::PhysicalVolume;
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ResolvedPaths {
     /// path -> Ok(kernel path) or Err(why it could not be resolved).
-    entries: BTreeMap<String, Result<String, String>>,
+    entries: BTreeMap<String, Result<String, Unresolved>>,
 }
 
 impl ResolvedPaths {
@@ -27,7 +27,8 @@ impl ResolvedPaths {
     /// `path` could not be resolved; `error` is kept for status messages (e.g. "lstat ...: no
     /// such file or directory").
     pub fn insert_error(&mut self, path: impl Into<String>, error: impl Into<String>) -> &mut Self {
-        self.entries.insert(path.into(), Err(error.into()));
+        self.entries
+            .insert(path.into(), Err(Unresolved::Lookup(error.into())));
         self
     }
 
@@ -49,7 +50,7 @@ impl ResolvedPaths {
             }),
             None => Err(ResolveError {
                 path: path.to_string(),
-                reason: "the path was not looked up on the host".to_string(),
+                reason: Unresolved::NotLookedUp,
             }),
         }
     }
@@ -59,7 +60,19 @@ impl ResolvedPaths {
 #[error("{path}: {reason}")]
 pub struct ResolveError {
     pub path: String,
-    pub reason: String,
+    pub reason: Unresolved,
+}
+
+/// Why a path has no kernel path.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Unresolved {
+    /// The host's lookup failed: the I/O error's text (e.g. "lstat ...: no such file or
+    /// directory"), kept for status messages.
+    #[error("{0}")]
+    Lookup(String),
+    /// The caller did not look the path up (it was not in [`paths_to_resolve`]).
+    #[error("the path was not looked up on the host")]
+    NotLookedUp,
 }
 
 /// Every path the pure code will ask about: the selector's paths and optionalPaths, and the PV

@@ -98,9 +98,24 @@ pub struct DmDevice {
     pub suspended: bool,
 }
 
+/// dmsetup output that is not what [`list_argv`] or [`table_argv`] print.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DmsetupParseError {
+    #[error("dmsetup info: unexpected line {line:?}")]
+    InfoLine { line: String },
+    #[error("dmsetup info: open count {open:?} in {line:?}")]
+    InfoOpenCount { open: String, line: String },
+    #[error("dmsetup info: state {state:?} in {line:?}")]
+    InfoState { state: String, line: String },
+    #[error("gate table: length {sectors:?} in {line:?}")]
+    TableLength { sectors: String, line: String },
+    #[error("gate table is not one linear segment: {line:?}")]
+    TableNotLinear { line: String },
+}
+
 /// Parses [`list_argv`]'s output. "No devices found" is an empty list; a line that does not
 /// parse is an error (never a device that is not there).
-pub fn parse_list(text: &str) -> Result<Vec<DmDevice>, String> {
+pub fn parse_list(text: &str) -> Result<Vec<DmDevice>, DmsetupParseError> {
     let mut out = Vec::new();
     for line in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
         if line == "No devices found" {
@@ -108,15 +123,23 @@ pub fn parse_list(text: &str) -> Result<Vec<DmDevice>, String> {
         }
         let f: Vec<&str> = line.split(' ').filter(|s| !s.is_empty()).collect();
         let [name, open, state] = f[..] else {
-            return Err(format!("dmsetup info: unexpected line {line:?}"));
+            return Err(DmsetupParseError::InfoLine {
+                line: line.to_string(),
+            });
         };
-        let open = open
-            .parse()
-            .map_err(|_| format!("dmsetup info: open count {open:?} in {line:?}"))?;
+        let open = open.parse().map_err(|_| DmsetupParseError::InfoOpenCount {
+            open: open.to_string(),
+            line: line.to_string(),
+        })?;
         let suspended = match state {
             "Suspended" => true,
             "Active" => false,
-            other => return Err(format!("dmsetup info: state {other:?} in {line:?}")),
+            other => {
+                return Err(DmsetupParseError::InfoState {
+                    state: other.to_string(),
+                    line: line.to_string(),
+                });
+            }
         };
         out.push(DmDevice {
             name: name.to_string(),
@@ -134,16 +157,21 @@ pub struct GateTable {
     pub device: String,
 }
 
-pub fn parse_table(text: &str) -> Result<GateTable, String> {
+pub fn parse_table(text: &str) -> Result<GateTable, DmsetupParseError> {
     let line = text.trim();
     match line.split_whitespace().collect::<Vec<_>>()[..] {
         ["0", sectors, "linear", device, "0"] => Ok(GateTable {
             sectors: sectors
                 .parse()
-                .map_err(|_| format!("gate table: length {sectors:?} in {line:?}"))?,
+                .map_err(|_| DmsetupParseError::TableLength {
+                    sectors: sectors.to_string(),
+                    line: line.to_string(),
+                })?,
             device: device.to_string(),
         }),
-        _ => Err(format!("gate table is not one linear segment: {line:?}")),
+        _ => Err(DmsetupParseError::TableNotLinear {
+            line: line.to_string(),
+        }),
     }
 }
 

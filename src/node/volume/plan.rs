@@ -43,7 +43,17 @@ pub struct HostView {
     pub lvs: Vec<LvRow>,
     pub vg_free: u64,
     /// For a snapshot or clone: the source LogicalVolume's volume id, or why there is none.
-    pub source_volume_id: Option<Result<String, String>>,
+    pub source_volume_id: Option<Result<String, SourceError>>,
+}
+
+/// Why a snapshot's or clone's source has no volume id here
+/// ([`crate::node::volume::view::source_volume_id`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SourceError {
+    #[error("source LogicalVolume {name} is not on this node")]
+    NotOnNode { name: String },
+    #[error("source LogicalVolume {name} has no volume yet")]
+    NoVolume { name: String },
 }
 
 /// A status write: a provisioned volume, or a refusal (gRPC code, message).
@@ -73,24 +83,32 @@ pub enum Plan {
     Missing(String),
 }
 
+/// A class a volume names that this node's lvmd.yaml does not have.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ClassError {
+    #[error("no default device class on this node (lvmd.yaml has none marked default)")]
+    NoDefault,
+    #[error("device class {0:?} does not exist on this node")]
+    UnknownDeviceClass(String),
+    #[error("lvcreate option class {0:?} does not exist on this node")]
+    UnknownOptionClass(String),
+}
+
 /// The class a volume names (empty: the config's default class).
 pub fn resolve_class<'a>(
     config: &'a LvmdConfig,
     class: &str,
-) -> Result<&'a LvmdDeviceClass, String> {
+) -> Result<&'a LvmdDeviceClass, ClassError> {
     if class.is_empty() {
         config
             .device_classes
             .iter()
             .find(|d| d.default)
-            .ok_or_else(|| {
-                "no default device class on this node (lvmd.yaml has none marked default)"
-                    .to_string()
-            })
+            .ok_or(ClassError::NoDefault)
     } else {
         config
             .device_class(class)
-            .ok_or_else(|| format!("device class {class:?} does not exist on this node"))
+            .ok_or_else(|| ClassError::UnknownDeviceClass(class.to_string()))
     }
 }
 
@@ -126,16 +144,14 @@ fn create_options(
     config: &LvmdConfig,
     class: &LvmdDeviceClass,
     option_class: &str,
-) -> Result<CreateOptions, String> {
+) -> Result<CreateOptions, ClassError> {
     if !option_class.is_empty() {
         let oc = config
             .lvcreate_option_classes
             .iter()
             .flatten()
             .find(|o| o.name == option_class)
-            .ok_or_else(|| {
-                format!("lvcreate option class {option_class:?} does not exist on this node")
-            })?;
+            .ok_or_else(|| ClassError::UnknownOptionClass(option_class.to_string()))?;
         return Ok(CreateOptions {
             extra: oc.options.clone().unwrap_or_default(),
             ..CreateOptions::default()
@@ -177,7 +193,9 @@ pub fn plan(v: &VolumeView, h: &HostView) -> Plan {
     }
     let class = match class {
         Ok(c) => c,
-        Err(m) if v.volume_id.is_none() && v.code == 0 => return refuse(Code::NotFound, m),
+        Err(m) if v.volume_id.is_none() && v.code == 0 => {
+            return refuse(Code::NotFound, m.to_string());
+        }
         Err(_) => return Plan::Done,
     };
     let vg = class.volume_group.as_str();
@@ -213,7 +231,7 @@ pub fn plan(v: &VolumeView, h: &HostView) -> Plan {
                     }
                     let opts = match create_options(&h.config, class, &v.option_class) {
                         Ok(o) => o,
-                        Err(m) => return refuse(Code::Internal, m),
+                        Err(m) => return refuse(Code::Internal, m.to_string()),
                     };
                     let argv = match (class.device_type, &class.thin_pool) {
                         (LvmdDeviceType::Thin, Some(tp)) => {
@@ -294,7 +312,7 @@ fn plan_snapshot(v: &VolumeView, h: &HostView, class: &LvmdDeviceClass, want: u6
     }
     let source_id = match &h.source_volume_id {
         Some(Ok(id)) => id,
-        Some(Err(m)) => return refuse(Code::NotFound, m.clone()),
+        Some(Err(m)) => return refuse(Code::NotFound, m.to_string()),
         None => return refuse(Code::NotFound, "the source LogicalVolume is not known"),
     };
     let Some(src) = h.lvs.iter().find(|l| &l.lv_name == source_id) else {

@@ -284,7 +284,9 @@ fn snapshots_of_thick_or_missing_sources_are_refused() {
         })
     ));
     v.device_class = "thin".into();
-    h.source_volume_id = Some(Err("source LogicalVolume pvc-src is not ready".into()));
+    h.source_volume_id = Some(Err(SourceError::NoVolume {
+        name: "pvc-src".into(),
+    }));
     assert!(matches!(
         plan(&v, &h),
         Plan::Status(StatusWrite::Refused {

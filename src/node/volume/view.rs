@@ -6,7 +6,7 @@ use crate::api::quantity::parse_quantity_bytes;
 use crate::api::topolvm::{CREATED_BY_LABEL, GROUP_SNAPSHOT_ANNOTATION, PENDING_DELETION};
 use crate::api::{LOGICAL_VOLUME_FINALIZER, LogicalVolume};
 
-use crate::node::volume::plan::VolumeView;
+use crate::node::volume::plan::{SourceError, VolumeView};
 
 /// The planner's view of `lv`.
 pub fn view_of(lv: &LogicalVolume) -> VolumeView {
@@ -55,16 +55,20 @@ pub fn view_of(lv: &LogicalVolume) -> VolumeView {
 pub fn source_volume_id<'a>(
     source: &str,
     volumes: impl IntoIterator<Item = &'a LogicalVolume>,
-) -> Result<String, String> {
+) -> Result<String, SourceError> {
     let src = volumes
         .into_iter()
         .find(|l| l.spec.name == source || l.metadata.name.as_deref() == Some(source))
-        .ok_or_else(|| format!("source LogicalVolume {source} is not on this node"))?;
+        .ok_or_else(|| SourceError::NotOnNode {
+            name: source.to_string(),
+        })?;
     src.status
         .as_ref()
         .and_then(|s| s.volume_id.clone())
         .filter(|id| !id.is_empty())
-        .ok_or_else(|| format!("source LogicalVolume {source} has no volume yet"))
+        .ok_or_else(|| SourceError::NoVolume {
+            name: source.to_string(),
+        })
 }
 
 #[cfg(test)]
@@ -121,6 +125,7 @@ mod tests {
         assert!(
             source_volume_id("src", [&src])
                 .unwrap_err()
+                .to_string()
                 .contains("no volume yet")
         );
         src.status = Some(LogicalVolumeStatus {
@@ -131,6 +136,7 @@ mod tests {
         assert!(
             source_volume_id("other", [&src])
                 .unwrap_err()
+                .to_string()
                 .contains("not on this node")
         );
     }

@@ -449,7 +449,7 @@ impl Unit for LifecycleUnit {
         // Known actions only: an unknown one is reported on the intent.
         intent
             .action_as::<ObjectAction>()
-            .map_err(|e| UnitError::permanent("UnknownAction", e))?;
+            .map_err(|e| UnitError::permanent("UnknownAction", e.to_string()))?;
         Ok(Done::replayed(Replayed::Rechecked))
     }
 }

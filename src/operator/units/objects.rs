@@ -355,7 +355,7 @@ impl Unit for ObjectsUnit {
     async fn replay(&self, intent: &Intent, _steps: &Steps) -> Result<Done, UnitError> {
         let action = intent
             .action_as::<ObjectAction>()
-            .map_err(|e| UnitError::permanent("UnknownAction", e))?;
+            .map_err(|e| UnitError::permanent("UnknownAction", e.to_string()))?;
         let o = &intent.object;
         let current = apply::get(&self.ctx.client, self.kind, &o.namespace, &o.name).await?;
         // Desired objects that cannot be computed are an error, never "not desired": that

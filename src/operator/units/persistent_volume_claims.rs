@@ -71,7 +71,7 @@ impl Unit for PersistentVolumeClaimsUnit {
     async fn replay(&self, intent: &Intent, _steps: &Steps) -> Result<Done, UnitError> {
         let action = intent
             .action_as::<A>()
-            .map_err(|e| UnitError::permanent("UnknownAction", e))?;
+            .map_err(|e| UnitError::permanent("UnknownAction", e.to_string()))?;
         if action != A::ReportNotEnoughCapacity {
             return Err(UnitError::permanent(
                 "UnknownAction",

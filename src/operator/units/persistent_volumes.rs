@@ -90,7 +90,7 @@ impl Unit for PersistentVolumesUnit {
     async fn replay(&self, intent: &Intent, _steps: &Steps) -> Result<Done, UnitError> {
         let action = intent
             .action_as::<A>()
-            .map_err(|e| UnitError::permanent("UnknownAction", e))?;
+            .map_err(|e| UnitError::permanent("UnknownAction", e.to_string()))?;
         let name = &intent.object.name;
         let current = self
             .ctx

@@ -159,7 +159,7 @@ impl Unit for TopolvmNodesUnit {
     async fn replay(&self, intent: &Intent, _steps: &Steps) -> Result<Done, UnitError> {
         let action = intent
             .action_as::<A>()
-            .map_err(|e| UnitError::permanent("UnknownAction", e))?;
+            .map_err(|e| UnitError::permanent("UnknownAction", e.to_string()))?;
         let client = &self.ctx.client;
         let o = &intent.object;
         let done = match action {

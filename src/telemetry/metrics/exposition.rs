@@ -86,8 +86,25 @@ fn parse_value(text: &str) -> Option<f64> {
     }
 }
 
+/// What is wrong with a sample's `{...}` labels (the reason of its [`ExpositionError`]).
+#[derive(Debug, Error, PartialEq, Eq)]
+enum LabelError {
+    #[error("a label without =\"value\"")]
+    NoValue,
+    #[error("label name {0:?} is not valid")]
+    InvalidName(String),
+    #[error("an unterminated label value")]
+    Unterminated,
+    #[error("a bad escape in a label value")]
+    BadEscape,
+    #[error("label {0:?} given twice")]
+    Duplicate(String),
+    #[error("labels must be separated by ','")]
+    NoSeparator,
+}
+
 /// `{k="v",...}` → labels, and the rest of the line after `}`.
-fn parse_labels(text: &str) -> Result<(BTreeMap<String, String>, &str), String> {
+fn parse_labels(text: &str) -> Result<(BTreeMap<String, String>, &str), LabelError> {
     let mut labels = BTreeMap::new();
     let mut rest = text;
     loop {
@@ -95,31 +112,31 @@ fn parse_labels(text: &str) -> Result<(BTreeMap<String, String>, &str), String> 
         if let Some(after) = rest.strip_prefix('}') {
             return Ok((labels, after));
         }
-        let (key, after) = rest.split_once("=\"").ok_or("a label without =\"value\"")?;
+        let (key, after) = rest.split_once("=\"").ok_or(LabelError::NoValue)?;
         if !valid_name(key) {
-            return Err(format!("label name {key:?} is not valid"));
+            return Err(LabelError::InvalidName(key.to_string()));
         }
         let mut value = String::new();
         let mut chars = after.char_indices();
         let end = loop {
             match chars.next() {
-                None => return Err("an unterminated label value".into()),
+                None => return Err(LabelError::Unterminated),
                 Some((i, '"')) => break i,
                 Some((_, '\\')) => match chars.next() {
                     Some((_, '\\')) => value.push('\\'),
                     Some((_, '"')) => value.push('"'),
                     Some((_, 'n')) => value.push('\n'),
-                    _ => return Err("a bad escape in a label value".into()),
+                    _ => return Err(LabelError::BadEscape),
                 },
                 Some((_, c)) => value.push(c),
             }
         };
         if labels.insert(key.to_string(), value).is_some() {
-            return Err(format!("label {key:?} given twice"));
+            return Err(LabelError::Duplicate(key.to_string()));
         }
         rest = &after[end + 1..];
         if !(rest.starts_with(',') || rest.starts_with('}')) {
-            return Err("labels must be separated by ','".into());
+            return Err(LabelError::NoSeparator);
         }
     }
 }
@@ -163,7 +180,7 @@ pub fn parse(text: &str) -> Result<Exposition, ExpositionError> {
             return Err(err("a sample name that is not valid"));
         }
         let (labels, rest) = match line[name_end..].strip_prefix('{') {
-            Some(l) => parse_labels(l).map_err(|r| err(&r))?,
+            Some(l) => parse_labels(l).map_err(|r| err(&r.to_string()))?,
             None => (BTreeMap::new(), &line[name_end..]),
         };
         let value_text = rest

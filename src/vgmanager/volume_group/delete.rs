@@ -29,7 +29,7 @@ impl VolumeGroupUnit {
             {
                 let action = i
                     .action_as::<A>()
-                    .map_err(|e| UnitError::permanent("UnknownAction", e))?;
+                    .map_err(|e| UnitError::permanent("UnknownAction", e.to_string()))?;
                 recorded.push((action, recorded_argv(&i.args, &i.desired_digest)));
             }
         }

@@ -31,6 +31,14 @@ use crate::node::vg::events::EventReason;
 use crate::node::vg::replay;
 use crate::objects::object_ref;
 
+/// The journal unit of a volume group's actor is this prefix and the VG's name.
+pub const UNIT_PREFIX: &str = "vg/";
+
+/// The journal unit of the volume group `vg`.
+pub fn unit_name(vg: &str) -> String {
+    format!("{UNIT_PREFIX}{vg}")
+}
+
 pub struct VolumeGroupUnit {
     pub unit: String,
     pub vg: String,
@@ -268,7 +276,7 @@ impl Unit for VolumeGroupUnit {
         // An action this release does not know is reported on the intent, never guessed at.
         let action = intent
             .action_as::<A>()
-            .map_err(|e| UnitError::permanent("UnknownAction", e))?;
+            .map_err(|e| UnitError::permanent("UnknownAction", e.to_string()))?;
         let argv = recorded_argv(&intent.args, &intent.desired_digest);
         let (pvs, existing) = self.read_pvs_and_vg().await?;
         let verdict = replay::verdict(action, &argv, &self.vg, &pvs, existing.as_ref());

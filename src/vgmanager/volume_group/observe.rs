@@ -9,12 +9,12 @@ use lvms_actors::UnitError;
 use super::VolumeGroupUnit;
 use crate::api::LVMVolumeGroup;
 use crate::node::commands;
-use crate::node::lsblk::{BlockDevice, flatten, parse_lsblk};
+use crate::node::lsblk::{BlockDevice, LsblkError, flatten, parse_lsblk};
 use crate::node::report::{ExistingVg, PhysicalVolume};
 use crate::node::vg::allowlist;
 use crate::node::vg::filter::{FilterContext, FilteredDevices, filter_devices};
 use crate::node::vg::resolve::{ResolvedPaths, paths_to_resolve};
-use crate::vgmanager::host::HostOps;
+use crate::vgmanager::host::{HostError, HostOps};
 
 /// The host as one reconcile sees it.
 pub(super) struct Observed {
@@ -44,15 +44,25 @@ fn holders_of(host: &dyn HostOps, dir: &std::path::Path) -> Vec<String> {
         .unwrap_or_else(|e| vec![format!("unknown holders ({}: {e})", dir.display())])
 }
 
+/// Why a loop device's back-file is not known (it is then refused as unusable).
+#[derive(Debug, thiserror::Error)]
+enum BackFileError {
+    #[error(transparent)]
+    Losetup(#[from] HostError),
+    #[error(transparent)]
+    Unparsable(#[from] LsblkError),
+    #[error("losetup reported no back-file")]
+    Missing,
+}
+
 /// The back-file in `losetup <dev> -O BACK-FILE --json` output; unparsable output or an
 /// empty back-file is an error, never a back-file that passes the Kubernetes-volume check.
-fn first_back_file(stdout: &str) -> Result<String, String> {
-    crate::node::lsblk::parse_losetup_back_files(stdout)
-        .map_err(|e| e.to_string())?
+fn first_back_file(stdout: &str) -> Result<String, BackFileError> {
+    crate::node::lsblk::parse_losetup_back_files(stdout)?
         .into_iter()
         .next()
         .filter(|f| !f.is_empty())
-        .ok_or_else(|| "losetup reported no back-file".to_string())
+        .ok_or(BackFileError::Missing)
 }
 
 impl VolumeGroupUnit {
@@ -118,7 +128,7 @@ impl VolumeGroupUnit {
                 // blkid: a loop device detached meanwhile must not fail the whole pass.
                 let back_file = match self.exec(&commands::losetup_back_file(kname), &[]).await {
                     Ok(out) => first_back_file(&out.stdout),
-                    Err(e) => Err(e.to_string()),
+                    Err(e) => Err(BackFileError::from(e)),
                 };
                 match back_file {
                     Ok(f) => {
@@ -235,8 +245,8 @@ mod tests {
     #[test]
     fn a_loop_back_file_that_cannot_be_read_is_an_error_not_an_empty_one() {
         assert_eq!(
-            first_back_file(r#"{"loopdevices":[{"back-file":"/var/disk.img"}]}"#),
-            Ok("/var/disk.img".to_string())
+            first_back_file(r#"{"loopdevices":[{"back-file":"/var/disk.img"}]}"#).ok(),
+            Some("/var/disk.img".to_string())
         );
         for out in [
             r#"{"loopdevices":[]}"#,
