@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Builds the upstream test peers (etcd, kube-apiserver, kube-controller-manager, Jaeger,
-# kustomize, helm) from their Go modules into a cache outside the repo, once per version. Go is only
-# a build tool here.
+# Builds the upstream test peers (etcd, kube-apiserver, kube-controller-manager, kube-scheduler,
+# Jaeger, kustomize, helm, the CSI sidecars and csi-sanity, and the real node's kubelet, kube-proxy
+# and containerd) from their Go modules into a cache outside the repo, once per version. Go is
+# only a build tool here.
 #
 #   deploy/dev/build-test-bins.sh          # prints the bin directory on success
 #
@@ -9,8 +10,10 @@
 # the module version of Jaeger v2.13.0), LVMS_KUSTOMIZE_VERSION (v5.8.0),
 # LVMS_HELM_VERSION (v3.19.0), the CSI peers LVMS_PROVISIONER_VERSION (v6.4.0),
 # LVMS_RESIZER_VERSION (v2.3.0), LVMS_SNAPSHOTTER_VERSION (v8.6.0: csi-snapshotter,
-# snapshot-controller and its CRDs), LVMS_CSI_SANITY_VERSION (v5.4.0), LVMS_TEST_BINS_CACHE
-# (~/.cache/lvms-test-bins). Exits non-zero with the fix when Go is missing or a build fails.
+# snapshot-controller and its CRDs), LVMS_CSI_SANITY_VERSION (v5.4.0), LVMS_CONTAINERD_VERSION (v2.4.2), LVMS_TEST_BINS_CACHE (~/.cache/lvms-test-bins).
+# The node's binaries (kubelet, kube-proxy from the same Kubernetes module as the API server;
+# containerd, its runc shim, ctr) land in $CACHE/node-k8s-<v>-containerd-<v>/bin. Exits non-zero
+# with the fix when Go is missing or a build fails.
 set -euo pipefail
 
 K8S=${LVMS_K8S_VERSION:-v1.36.3}
@@ -29,6 +32,8 @@ RESIZER=${LVMS_RESIZER_VERSION:-v2.3.0}
 SNAPSHOTTER=${LVMS_SNAPSHOTTER_VERSION:-v8.6.0}
 SANITY=${LVMS_CSI_SANITY_VERSION:-v5.4.0}
 CSIDIR=$CACHE/csi-provisioner-$PROVISIONER-resizer-$RESIZER-snapshotter-$SNAPSHOTTER-sanity-$SANITY
+CONTAINERD=${LVMS_CONTAINERD_VERSION:-v2.4.2}
+NODEDIR=$CACHE/node-k8s-$K8S-containerd-$CONTAINERD
 
 die() { echo "build-test-bins: $*" >&2; exit 1; }
 command -v go >/dev/null || die "no Go toolchain on PATH: install Go >= 1.26 (apt-get install golang-go is too old; use the machine's Go) and rerun"
@@ -40,8 +45,13 @@ csi_ready() {
   done
   [ -d "$CSIDIR/crds" ]
 }
+node_ready() {
+  for b in kubelet kube-proxy containerd containerd-shim-runc-v2 ctr; do
+    [ -x "$NODEDIR/bin/$b" ] || return 1
+  done
+}
 all_ready() {
-  [ -x "$BIN/etcd" ] && [ -x "$BIN/kube-apiserver" ] && [ -x "$BIN/kube-controller-manager" ] && [ -x "$JDIR/bin/jaeger" ] && [ -x "$KDIR/bin/kustomize" ] && [ -x "$HDIR/bin/helm" ] && csi_ready
+  [ -x "$BIN/etcd" ] && [ -x "$BIN/kube-apiserver" ] && [ -x "$BIN/kube-controller-manager" ] && [ -x "$BIN/kube-scheduler" ] && [ -x "$JDIR/bin/jaeger" ] && [ -x "$KDIR/bin/kustomize" ] && [ -x "$HDIR/bin/helm" ] && csi_ready && node_ready
 }
 if all_ready; then
   echo "$BIN"; exit 0
@@ -78,8 +88,12 @@ if [ ! -x "$BIN/etcd" ]; then
 $(tail -20 "$log")"
 fi
 
-if [ ! -x "$BIN/kube-apiserver" ] || [ ! -x "$BIN/kube-controller-manager" ]; then
-  echo "build-test-bins: building kube-apiserver + kube-controller-manager $K8S (log: $log)" >&2
+# One Kubernetes module for the control plane (kube-apiserver, kube-controller-manager,
+# kube-scheduler) and the real node (kubelet, kube-proxy): the same version everywhere.
+if [ ! -x "$BIN/kube-apiserver" ] || [ ! -x "$BIN/kube-controller-manager" ] || [ ! -x "$BIN/kube-scheduler" ] \
+  || [ ! -x "$NODEDIR/bin/kubelet" ] || [ ! -x "$NODEDIR/bin/kube-proxy" ]; then
+  echo "build-test-bins: building kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kube-proxy $K8S (log: $log)" >&2
+  mkdir -p "$NODEDIR/bin"
   (
     cd "$DIR/k8s"
     STG=v0.${K8S#v1.}
@@ -92,14 +106,34 @@ if [ ! -x "$BIN/kube-apiserver" ] || [ ! -x "$BIN/kube-controller-manager" ]; th
 for r in json.load(sys.stdin).get("Replace") or []:
     if r["New"]["Path"].startswith("./staging/"): print(r["Old"]["Path"])' |
       while read -r m; do go mod edit -replace="$m=$m@$STG"; done
-    go get -tool "k8s.io/kubernetes/cmd/kube-apiserver@$K8S" "k8s.io/kubernetes/cmd/kube-controller-manager@$K8S"
+    cmds=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy)
+    go get -tool "${cmds[@]/#/k8s.io/kubernetes/cmd/}"
     V=k8s.io/component-base/version
     go build -p 2 -trimpath -o "$DIR/k8s/out/" \
       -ldflags "-s -w -X $V.gitVersion=$K8S -X $V.gitMajor=1 -X $V.gitMinor=$MINOR -X $V.gitTreeState=clean" \
-      k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager
-    mv "$DIR/k8s/out/kube-apiserver" "$DIR/k8s/out/kube-controller-manager" "$BIN/"
+      "${cmds[@]/#/k8s.io/kubernetes/cmd/}"
+    mv "$DIR/k8s/out/kube-apiserver" "$DIR/k8s/out/kube-controller-manager" "$DIR/k8s/out/kube-scheduler" "$BIN/"
+    mv "$DIR/k8s/out/kubelet" "$DIR/k8s/out/kube-proxy" "$NODEDIR/bin/"
   ) >>"$log" 2>&1 || die "kubernetes build failed; last lines of $log:
 $(tail -20 "$log")"
+fi
+# containerd 2.x (Kubernetes 1.36 needs it), its runc shim and ctr; static, without the
+# snapshotters that need cgo.
+if ! [ -x "$NODEDIR/bin/containerd" ] || ! [ -x "$NODEDIR/bin/containerd-shim-runc-v2" ] || ! [ -x "$NODEDIR/bin/ctr" ]; then
+  mkdir -p "$NODEDIR/containerd" "$NODEDIR/bin"
+  nlog=$NODEDIR/build.log
+  : >"$nlog"
+  echo "build-test-bins: building containerd $CONTAINERD (log: $nlog)" >&2
+  (
+    cd "$NODEDIR/containerd"
+    [ -f go.mod ] || go mod init local/lvms-containerd-bin
+    c=github.com/containerd/containerd/v2/cmd
+    go get -tool "$c/containerd@$CONTAINERD" "$c/containerd-shim-runc-v2@$CONTAINERD" "$c/ctr@$CONTAINERD"
+    go build -p 2 -trimpath -tags "no_btrfs no_zfs no_devmapper no_aufs" -ldflags "-s -w" \
+      -o "$NODEDIR/containerd/out/" "$c/containerd" "$c/containerd-shim-runc-v2" "$c/ctr"
+    mv "$NODEDIR/containerd/out/"* "$NODEDIR/bin/"
+  ) >>"$nlog" 2>&1 || die "containerd build failed; last lines of $nlog:
+$(tail -20 "$nlog")"
 fi
 if [ ! -x "$JDIR/bin/jaeger" ]; then
   mkdir -p "$JDIR/bin"

@@ -11,6 +11,8 @@
 //! - [`cleanup`]: removing an earlier scenario's cluster-scoped leftovers;
 //! - [`disks`]: loop-device disks and lvm2 queries (root, real lvm2);
 //! - [`guest`]: the real-kernel tier, a QEMU guest with device-mapper running a script;
+//! - [`realnode`]: a real Kubernetes node (kubelet, kube-proxy, containerd) in a QEMU guest,
+//!   running lvms as Pods from its own images;
 //! - [`fixtures`]: builders for the objects tests and benches create;
 //! - [`snapshots`]: the VolumeSnapshot API and the upstream snapshot/provisioning controllers;
 //! - [`wait`], [`events`], [`journal`]: polling, Event and journal assertions;
@@ -32,6 +34,7 @@ pub mod journal;
 pub mod kubelet;
 pub mod lvms_go;
 pub mod process;
+pub mod realnode;
 pub mod rng;
 pub mod scenario;
 pub mod snapshots;

@@ -12,6 +12,10 @@ use thiserror::Error;
 use super::pki::{Pki, PkiError};
 use super::process::{self, Lifetime};
 
+/// Where a QEMU guest reaches the host (its user network's guestfwd address): real nodes reach
+/// the API server there, at the API server's own port.
+pub const GUEST_HOST: &str = "10.0.2.100";
+
 /// Versions the build script builds by default; keep in step with deploy/dev/build-test-bins.sh.
 pub const K8S_VERSION: &str = "v1.36.3";
 pub const ETCD_VERSION: &str = "v3.6.16";
@@ -95,6 +99,12 @@ pub struct Options {
     pub lifetime: Lifetime,
     pub controller_manager: bool,
     pub ready_timeout: Duration,
+    /// A control plane real nodes join (`testkit::node`): the API server advertised at the
+    /// address a QEMU guest reaches the host by, the Node authorizer and NodeRestriction,
+    /// service accounts and their tokens for Pods, kube-scheduler, and the controllers a node's
+    /// workloads need (Deployments, DaemonSets, endpoints, node lifecycle, attach/detach,
+    /// ephemeral volumes).
+    pub real_nodes: bool,
 }
 
 impl Options {
@@ -105,6 +115,7 @@ impl Options {
             lifetime,
             controller_manager: true,
             ready_timeout: Duration::from_secs(120),
+            real_nodes: false,
         }
     }
 }
@@ -170,11 +181,8 @@ impl ControlPlane {
             format!("--client-ca-file={}", pki.client_ca().display()),
             format!("--secure-port={api_port}"),
             "--bind-address=127.0.0.1".to_string(),
-            "--advertise-address=127.0.0.1".to_string(),
             "--service-cluster-ip-range=10.0.0.0/24".to_string(),
             "--allow-privileged=true".to_string(),
-            "--authorization-mode=RBAC".to_string(),
-            "--disable-admission-plugins=ServiceAccount".to_string(),
             format!("--service-account-issuer=https://127.0.0.1:{api_port}/"),
             format!("--service-account-key-file={}", pki.sa_pub().display()),
             format!(
@@ -182,6 +190,20 @@ impl ControlPlane {
                 pki.sa_key().display()
             ),
         ]);
+        if opts.real_nodes {
+            api.args([
+                // The `kubernetes` Service's endpoint: what kube-proxy on a node sends it to.
+                format!("--advertise-address={GUEST_HOST}"),
+                "--authorization-mode=Node,RBAC".to_string(),
+                "--enable-admission-plugins=NodeRestriction".to_string(),
+            ]);
+        } else {
+            api.args([
+                "--advertise-address=127.0.0.1",
+                "--authorization-mode=RBAC",
+                "--disable-admission-plugins=ServiceAccount",
+            ]);
+        }
         cp.spawn("kube-apiserver", api)?;
 
         if opts.controller_manager {
@@ -191,16 +213,62 @@ impl ControlPlane {
                 Some("system:masters"),
                 &kcm_config,
             )?;
+            // PVs bind to claims, grow and go as on a cluster (the CSI tests need all of it);
+            // with real nodes, what their workloads need too.
+            let mut controllers = vec![
+                "garbage-collector-controller",
+                "namespace-controller",
+                "persistentvolume-binder-controller",
+                "persistentvolume-expander-controller",
+                "persistentvolumeclaim-protection-controller",
+                "persistentvolume-protection-controller",
+            ];
+            if opts.real_nodes {
+                controllers.extend([
+                    "deployment-controller",
+                    "replicaset-controller",
+                    "daemonset-controller",
+                    "statefulset-controller",
+                    "serviceaccount-controller",
+                    "root-ca-certificate-publisher-controller",
+                    "endpoints-controller",
+                    "endpointslice-controller",
+                    "node-lifecycle-controller",
+                    "attach-detach-controller",
+                    "ephemeral-volume-controller",
+                    "pod-garbage-collector-controller",
+                ]);
+            }
             let mut kcm = Command::new(opts.bin_dir.join("kube-controller-manager"));
             kcm.args([
                 format!("--kubeconfig={}", kcm_config.display()),
                 "--leader-elect=false".to_string(),
                 "--secure-port=0".to_string(),
-                // PVs bind to claims, grow and go as on a cluster (the CSI tests need all of it).
-                "--controllers=garbage-collector-controller,namespace-controller,persistentvolume-binder-controller,persistentvolume-expander-controller,persistentvolumeclaim-protection-controller,persistentvolume-protection-controller".to_string(),
+                format!("--controllers={}", controllers.join(",")),
                 "--use-service-account-credentials=false".to_string(),
             ]);
+            if opts.real_nodes {
+                kcm.args([
+                    // kube-root-ca.crt in every namespace: what Pods verify the API server by.
+                    format!("--root-ca-file={}", pki.serving_ca().display()),
+                    format!(
+                        "--service-account-private-key-file={}",
+                        pki.sa_key().display()
+                    ),
+                ]);
+            }
             cp.spawn("kube-controller-manager", kcm)?;
+        }
+        if opts.real_nodes {
+            let sched_config = opts.dir.join("kube-scheduler.kubeconfig");
+            cp.write_kubeconfig_for("system:kube-scheduler", None, &sched_config)?;
+            let mut sched = Command::new(opts.bin_dir.join("kube-scheduler"));
+            sched.args([
+                format!("--kubeconfig={}", sched_config.display()),
+                "--leader-elect=false".to_string(),
+                "--secure-port=0".to_string(),
+            ]);
+            cp.spawn("kube-scheduler", sched)?;
         }
         if cp.lifetime == Lifetime::Detached {
             let pids: String = cp

@@ -102,9 +102,12 @@ impl Pki {
         let key = KeyPair::generate().map_err(gen_err("apiserver key"))?;
         let mut params = CertificateParams::new(vec!["localhost".to_string()])
             .map_err(gen_err("apiserver cert"))?;
-        params
-            .subject_alt_names
-            .push(SanType::IpAddress([127, 0, 0, 1].into()));
+        // Loopback for the host; the API server as a real node's pods reach it: the
+        // `kubernetes` Service's ClusterIP (10.0.0.1 of 10.0.0.0/24), and QEMU's address of the
+        // host in a guest (10.0.2.100), where kube-proxy sends that Service.
+        for ip in [[127, 0, 0, 1], [10, 0, 0, 1], [10, 0, 2, 100]] {
+            params.subject_alt_names.push(SanType::IpAddress(ip.into()));
+        }
         params
             .distinguished_name
             .push(DnType::CommonName, "kube-apiserver");

@@ -111,7 +111,7 @@ fn qemu() -> Option<PathBuf> {
 
 /// KVM when `/dev/kvm` opens and the CPU exposes hardware virtualisation; on this machine kind
 /// it does not (KVM then hangs or aborts at boot), so TCG. `LVMS_GUEST_ACCEL` overrides.
-fn accel() -> String {
+pub(crate) fn accel() -> String {
     if let Ok(a) = std::env::var("LVMS_GUEST_ACCEL") {
         return a;
     }

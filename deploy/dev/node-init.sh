@@ -1,0 +1,93 @@
+#!/bin/sh
+# PID 1 of the real test node (/sbin/lvms-node-init, built into the node's root by
+# build-node.sh): the host's mounts and cgroups, the modules kubelet, containerd, the CNI bridge,
+# kube-proxy and vg-manager need, QEMU's user network, the test's configuration from the disk with
+# serial `lvms-node-config` (a tar: node.env, etc/kubernetes/*, images/*.tar and images.txt), the
+# images imported into containerd once per set, then containerd, kube-proxy and kubelet.
+#
+# node.env sets NODE_NAME. The console gets `LVMS-NODE <what>` lines, and kubelet's errors.
+# Everything under /var (containerd, kubelet, lvms's journal) is on the root disk and survives a
+# reboot, as on a real node.
+export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root
+say() { echo "LVMS-NODE $*" >/dev/console; }
+
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs dev /dev 2>/dev/null
+mkdir -p /dev/pts /dev/shm
+mount -t devpts devpts /dev/pts
+mount -t tmpfs shm /dev/shm
+mount -o remount,rw /
+mount -t tmpfs run /run
+mount -t tmpfs tmp /tmp
+mkdir -p /run/lock /run/lvm /dev/disk/by-id
+mount -t cgroup2 cgroup2 /sys/fs/cgroup
+# CSI mounts propagate between kubelet's directory and the driver's container (Bidirectional).
+mount --make-rshared /
+echo "+cpu +cpuset +memory +pids +io" >/sys/fs/cgroup/cgroup.subtree_control 2>/dev/null
+say "kernel $(uname -r)"
+
+for m in virtio_net overlay bridge br_netfilter veth nf_conntrack nf_tables nft_chain_nat nft_ct \
+  nft_masq nft_nat nft_compat nft_reject_inet nft_fib_inet xt_MASQUERADE xt_conntrack xt_comment \
+  xt_mark xt_addrtype xt_nat xt_multiport dm_mod dm_thin_pool dm_snapshot dm_mirror loop xfs; do
+  modprobe "$m" 2>/dev/null
+done
+sysctl -qw net.ipv4.ip_forward=1 net.bridge.bridge-nf-call-iptables=1 kernel.panic=10
+ip link set lo up
+ip link set eth0 up && ip addr add 10.0.2.15/24 dev eth0 && ip route add default via 10.0.2.2
+
+# Disks by serial (no udev): the root, the configuration, and the node's data disks.
+for _ in $(seq 1 100); do
+  [ -e /sys/block/vdb ] && break
+  sleep 0.05
+done
+for b in /sys/block/vd*; do
+  s=$(cat "$b/serial" 2>/dev/null) && [ -n "$s" ] && ln -sf "/dev/${b##*/}" "/dev/disk/by-id/virtio-$s"
+done
+cfg=/run/lvms-node
+mkdir -p $cfg
+tar -xf /dev/disk/by-id/virtio-lvms-node-config -C $cfg 2>/dev/null || { say "no configuration disk"; sleep 5; busybox poweroff -f; }
+. $cfg/node.env
+hostname "$NODE_NAME"
+cp $cfg/etc/kubernetes/* /etc/kubernetes/
+
+mkdir -p /var/log /var/lib/lvms-node
+containerd >>/var/log/containerd.log 2>&1 &
+for _ in $(seq 1 600); do
+  [ -S /run/containerd/containerd.sock ] && break
+  sleep 0.1
+done
+[ -S /run/containerd/containerd.sock ] || say "containerd did not start"
+# The images, once per set: an import under emulation takes a while.
+want=$(sha256sum $cfg/images/images.txt | cut -d' ' -f1)
+if [ "$(cat /var/lib/lvms-node/imported 2>/dev/null)" != "$want" ]; then
+  while read -r name file; do
+    ctr -n k8s.io images import "$cfg/images/$file" >/dev/null \
+      && say "imported $name" || say "importing $name failed"
+  done <$cfg/images/images.txt
+  echo "$want" >/var/lib/lvms-node/imported
+fi
+say "containerd ready"
+
+kube-proxy --config /etc/kubernetes/kube-proxy.yaml --hostname-override="$NODE_NAME" \
+  >>/var/log/kube-proxy.log 2>&1 &
+kubelet --config /etc/kubernetes/kubelet.yaml --kubeconfig /etc/kubernetes/kubelet.kubeconfig \
+  --hostname-override="$NODE_NAME" --node-ip=10.0.2.15 >>/var/log/kubelet.log 2>&1 &
+# kubelet's errors on the console: a stall under emulation is diagnosed from it alone.
+(tail -n0 -F /var/log/kubelet.log 2>/dev/null | grep --line-buffered '^E' | cut -c1-300 >/dev/console) &
+say "kubelet started"
+
+# PID 1: reap whatever ends; a TERM (the test's graceful stop) stops the node.
+stop() {
+  say "stopping"
+  kill $(busybox pidof kubelet kube-proxy) 2>/dev/null
+  sleep 2
+  kill $(busybox pidof containerd) 2>/dev/null
+  sync
+  busybox poweroff -f
+}
+trap stop TERM INT
+while :; do
+  wait
+  sleep 1
+done

@@ -1,0 +1,400 @@
+//! A real Kubernetes node: kubelet, kube-proxy and containerd 2 in a QEMU guest running Debian's
+//! 6.12 cloud kernel (`deploy/dev/build-node.sh`), joined to a control plane started with
+//! [`Options::real_nodes`](crate::dev::Options). lvms runs there only as Pods, from images
+//! imported into the node's containerd (`deploy/dev/build-images.sh`): nothing of lvms is
+//! started by a test directly.
+//!
+//! The node's root is a fresh ext4 disk made from the built root for each node, and reused by
+//! a reboot, as a real node keeps its disk; its configuration (credentials, images) is a tar on
+//! a second disk; its data disks have serials the LVMCluster names. The guest reaches the API
+//! server through one forward (10.0.2.100:<port>, the address it is advertised at), and the
+//! host reaches kubelet's read-only port through another.
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Node;
+use kube::Api;
+
+use crate::dev::ControlPlane;
+use crate::dev::control_plane::GUEST_HOST;
+use crate::env::cached_build;
+
+/// What `deploy/dev/build-node.sh` made: the kernel, the initramfs and the root directory.
+#[derive(Clone, Debug)]
+pub struct NodeImage {
+    pub dir: PathBuf,
+}
+
+/// The node build (cached by its inputs; the first build takes a few minutes).
+pub fn node_image() -> NodeImage {
+    NodeImage {
+        dir: cached_build("deploy/dev/build-node.sh", "the real node", &[]),
+    }
+}
+
+/// The images `deploy/dev/build-images.sh` made for `lvms_bin`, in `out`: one OCI archive each
+/// and `images.txt`.
+pub fn build_images(lvms_bin: &Path, out: &Path) -> PathBuf {
+    let out_s = out.display().to_string();
+    let bin_s = lvms_bin.display().to_string();
+    let status = Command::new("bash")
+        .arg(crate::env::repo().join("deploy/dev/build-images.sh"))
+        .args([&bin_s, &out_s])
+        .stdout(Stdio::null())
+        .status()
+        .unwrap_or_else(|e| panic!("running build-images.sh: {e}"));
+    assert!(
+        status.success(),
+        "deploy/dev/build-images.sh {bin_s} {out_s} failed"
+    );
+    out.to_path_buf()
+}
+
+/// One node to boot.
+#[derive(Clone, Debug)]
+pub struct NodeSpec {
+    pub name: String,
+    /// Data disks: (serial, MiB), at /dev/disk/by-id/virtio-<serial> on the node.
+    pub disks: Vec<(String, u64)>,
+    pub memory_mib: u64,
+    pub cpus: u32,
+    /// The root disk's size (sparse).
+    pub root_gib: u64,
+}
+
+impl NodeSpec {
+    pub fn new(name: &str, disks: &[(&str, u64)]) -> Self {
+        NodeSpec {
+            name: name.to_string(),
+            disks: disks.iter().map(|(s, m)| (s.to_string(), *m)).collect(),
+            memory_mib: 4096,
+            cpus: 2,
+            root_gib: 8,
+        }
+    }
+}
+
+/// A booted node (killed, with its QEMU, when dropped).
+pub struct RealNode {
+    pub spec: NodeSpec,
+    pub work: PathBuf,
+    image: NodeImage,
+    api_port: u16,
+    /// The host's port for kubelet's read-only port (10255): its metrics.
+    pub kubelet_port: u16,
+    qemu: Option<Child>,
+    boots: u32,
+    pub booted_at: Instant,
+}
+
+fn sized(path: &Path, bytes: u64) {
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    f.set_len(bytes).expect("set_len");
+}
+
+/// A kubeconfig with everything inline (the node has no file of the host's).
+fn kubeconfig(server: &str, ca: &Path, crt: &Path, key: &Path) -> String {
+    let b64 = |p: &Path| {
+        let bytes = std::fs::read(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+        base64(&bytes)
+    };
+    format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: lvms\n  cluster:\n    server: {server}\n    certificate-authority-data: {}\nusers:\n- name: node\n  user:\n    client-certificate-data: {}\n    client-key-data: {}\ncontexts:\n- name: lvms\n  context: {{cluster: lvms, user: node}}\ncurrent-context: lvms\n",
+        b64(ca),
+        b64(crt),
+        b64(key)
+    )
+}
+
+fn base64(bytes: &[u8]) -> String {
+    const T: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(T[((n >> (18 - 6 * i)) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+impl RealNode {
+    /// Makes the node's disks and configuration in `work` and boots it. The node joins `cp`
+    /// as `spec.name` (kubelet's client certificate is `system:node:<name>`).
+    pub fn boot(cp: &ControlPlane, images: &Path, spec: NodeSpec, work: &Path) -> RealNode {
+        let image = node_image();
+        std::fs::create_dir_all(work).expect("node work dir");
+        // The root: a fresh ext4 filesystem holding the built root (mke2fs -d, no mount).
+        let root = work.join("root.img");
+        let _ = std::fs::remove_file(&root);
+        sized(&root, spec.root_gib << 30);
+        let out = Command::new("mke2fs")
+            .args(["-q", "-t", "ext4", "-L", "lvms-node", "-d"])
+            .arg(image.dir.join("root"))
+            .arg(&root)
+            .output()
+            .expect("mke2fs (e2fsprogs)");
+        assert!(
+            out.status.success(),
+            "mke2fs -d of the node's root: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        // The configuration: who the node is and how it reaches the API server, and the images.
+        let cfg = work.join("config");
+        let _ = std::fs::remove_dir_all(&cfg);
+        std::fs::create_dir_all(cfg.join("etc/kubernetes")).expect("config dir");
+        let server = format!("https://{GUEST_HOST}:{}", cp.api_port);
+        let ca = cp.pki.serving_ca();
+        let (crt, key) = cp
+            .pki
+            .client_cert(&format!("system:node:{}", spec.name), Some("system:nodes"))
+            .expect("the node's client certificate");
+        std::fs::write(
+            cfg.join("etc/kubernetes/kubelet.kubeconfig"),
+            kubeconfig(&server, &ca, &crt, &key),
+        )
+        .expect("kubelet.kubeconfig");
+        let (crt, key) = cp
+            .pki
+            .client_cert("system:kube-proxy", None)
+            .expect("kube-proxy's client certificate");
+        std::fs::write(
+            cfg.join("etc/kubernetes/kube-proxy.kubeconfig"),
+            kubeconfig(&server, &ca, &crt, &key),
+        )
+        .expect("kube-proxy.kubeconfig");
+        std::fs::copy(&ca, cfg.join("etc/kubernetes/ca.crt")).expect("ca.crt");
+        std::fs::write(cfg.join("node.env"), format!("NODE_NAME={}\n", spec.name))
+            .expect("node.env");
+        let link = cfg.join("images");
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink(images, &link).expect("images link");
+        let tar = work.join("config.tar");
+        let status = Command::new("tar")
+            .arg("-chf")
+            .arg(&tar)
+            .arg("-C")
+            .arg(&cfg)
+            .arg(".")
+            .status()
+            .expect("tar");
+        assert!(status.success(), "packing the node's configuration failed");
+        let len = std::fs::metadata(&tar).expect("config.tar").len();
+        sized(&tar, len.div_ceil(512) * 512);
+        for (serial, mib) in &spec.disks {
+            assert!(
+                serial.len() <= 20,
+                "disk serial {serial:?} is over 20 bytes"
+            );
+            sized(&work.join(format!("{serial}.img")), mib << 20);
+        }
+        let kubelet_port = crate::dev::process::free_port().expect("a free port");
+        let mut node = RealNode {
+            spec,
+            work: work.to_path_buf(),
+            image,
+            api_port: cp.api_port,
+            kubelet_port,
+            qemu: None,
+            boots: 0,
+            booted_at: Instant::now(),
+        };
+        node.start();
+        node
+    }
+
+    fn console_path(&self) -> PathBuf {
+        self.work.join(format!("console-{}.log", self.boots))
+    }
+
+    fn start(&mut self) {
+        self.boots += 1;
+        let qemu = ["/usr/bin/qemu-system-x86_64", "/usr/local/bin/qemu-system-x86_64"]
+            .into_iter()
+            .find(|p| Path::new(p).is_file())
+            .expect("qemu-system-x86_64 is missing: apt-get install -y --no-install-recommends qemu-system-x86 (make test-deps)");
+        let w = &self.work;
+        let mut cmd = Command::new(qemu);
+        cmd.args(["-accel", &crate::guest::accel(), "-smp"])
+            .arg(self.spec.cpus.to_string())
+            .arg("-m")
+            .arg(self.spec.memory_mib.to_string())
+            .args(["-nographic", "-no-reboot", "-nodefaults"])
+            .arg("-kernel")
+            .arg(self.image.dir.join("vmlinuz"))
+            .arg("-initrd")
+            .arg(self.image.dir.join("initramfs.cpio"))
+            .args(["-append", "console=ttyS0 panic=-1"])
+            .arg("-serial")
+            .arg(format!("file:{}", self.console_path().display()));
+        let mut drive = |path: PathBuf, serial: &str| {
+            cmd.arg("-drive")
+                .arg(format!(
+                    "file={},if=none,id={serial},format=raw",
+                    path.display()
+                ))
+                .arg("-device")
+                .arg(format!("virtio-blk-pci,drive={serial},serial={serial}"));
+        };
+        drive(w.join("root.img"), "lvms-node-root");
+        drive(w.join("config.tar"), "lvms-node-config");
+        for (serial, _) in &self.spec.disks.clone() {
+            drive(w.join(format!("{serial}.img")), serial);
+        }
+        // The host end of the API server's forward: one `nc` per connection (the node's static
+        // busybox runs on the host too).
+        let nc = self.image.dir.join("root/usr/bin/busybox");
+        cmd.arg("-netdev")
+            .arg(format!(
+                "user,id=n0,restrict=on,guestfwd=tcp:{GUEST_HOST}:{p}-cmd:{nc} nc 127.0.0.1 {p},hostfwd=tcp:127.0.0.1:{k}-:10255",
+                p = self.api_port,
+                nc = nc.display(),
+                k = self.kubelet_port
+            ))
+            .args(["-device", "virtio-net-pci,netdev=n0,romfile="]);
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::from(
+                std::fs::File::create(w.join(format!("qemu-{}.log", self.boots)))
+                    .expect("qemu log"),
+            ));
+        self.booted_at = Instant::now();
+        self.qemu = Some(cmd.spawn().expect("starting qemu-system-x86_64"));
+    }
+
+    /// The console of the current boot.
+    pub fn console(&self) -> String {
+        std::fs::read_to_string(self.console_path()).unwrap_or_default()
+    }
+
+    /// The last `n` lines of the current boot's console.
+    pub fn console_tail(&self, n: usize) -> String {
+        crate::process::tail(&self.console(), n)
+    }
+
+    /// Whether QEMU still runs.
+    pub fn running(&mut self) -> bool {
+        self.qemu
+            .as_mut()
+            .is_some_and(|q| q.try_wait().ok().flatten().is_none())
+    }
+
+    /// Pulls the plug: QEMU is killed, as a node losing power (the disks keep what reached them).
+    pub fn power_off(&mut self) {
+        if let Some(mut q) = self.qemu.take() {
+            let _ = q.kill();
+            let _ = q.wait();
+        }
+    }
+
+    /// Power off, then boot again from the same disks.
+    pub fn reboot(&mut self) {
+        self.power_off();
+        self.start();
+    }
+
+    /// Waits until the Node is Ready, failing with the console when QEMU stops or `timeout`
+    /// passes.
+    pub async fn wait_ready(&mut self, client: &kube::Client, timeout: Duration) -> Duration {
+        let api: Api<Node> = Api::all(client.clone());
+        let started = Instant::now();
+        loop {
+            if let Ok(Some(n)) = api.get_opt(&self.spec.name).await {
+                let ready = n
+                    .status
+                    .and_then(|s| s.conditions)
+                    .unwrap_or_default()
+                    .iter()
+                    .any(|c| c.type_ == "Ready" && c.status == "True");
+                if ready {
+                    return started.elapsed();
+                }
+            }
+            assert!(
+                self.running(),
+                "node {} stopped before it was Ready; console:\n{}",
+                self.spec.name,
+                self.console_tail(60)
+            );
+            assert!(
+                started.elapsed() < timeout,
+                "node {} not Ready within {timeout:?}; console:\n{}",
+                self.spec.name,
+                self.console_tail(60)
+            );
+            tokio::time::sleep(Duration::from_secs(2)).await;
+        }
+    }
+
+    /// kubelet's `/metrics` (its read-only port, forwarded to the host).
+    pub fn kubelet_metrics(&self) -> Result<String, String> {
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", self.kubelet_port))
+            .map_err(|e| format!("kubelet's read-only port: {e}"))?;
+        s.set_read_timeout(Some(Duration::from_secs(30)))
+            .map_err(|e| e.to_string())?;
+        s.write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n")
+            .map_err(|e| e.to_string())?;
+        let mut body = String::new();
+        s.read_to_string(&mut body).map_err(|e| e.to_string())?;
+        match body.split_once("\r\n\r\n") {
+            Some((head, rest))
+                if head.starts_with("HTTP/1.0 200") || head.starts_with("HTTP/1.1 200") =>
+            {
+                Ok(rest.to_string())
+            }
+            _ => Err(format!(
+                "kubelet answered: {}",
+                crate::process::tail(&body, 5)
+            )),
+        }
+    }
+
+    /// A file of the node's root disk, read with debugfs (kubelet's and containerd's logs).
+    pub fn read_root_file(&self, path: &str) -> Option<String> {
+        let out = Command::new("debugfs")
+            .args(["-R", &format!("cat {path}")])
+            .arg(self.work.join("root.img"))
+            .output()
+            .ok()?;
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+}
+
+impl Drop for RealNode {
+    fn drop(&mut self) {
+        self.power_off();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base64_matches_the_standard_alphabet_and_padding() {
+        assert_eq!(base64(b""), "");
+        assert_eq!(base64(b"f"), "Zg==");
+        assert_eq!(base64(b"fo"), "Zm8=");
+        assert_eq!(base64(b"foo"), "Zm9v");
+        assert_eq!(base64(b"foobar"), "Zm9vYmFy");
+    }
+}
