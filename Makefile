@@ -22,11 +22,11 @@ test-guest:
 test: test-deps test-bins test-guest
 	@deploy/dev/run-tests.sh
 
-# `--test guest`: the guest tier is `test = false` (run-tests.sh runs it per kernel), which
-# `--all-targets` leaves out.
+# `--test guest`, `--test node`: the guest and node tiers are `test = false` (run-tests.sh runs
+# the guest tier per kernel; the node tier is run by hand for now), which `--all-targets` leaves out.
 lint:
 	cargo fmt --all -- --check
-	cargo clippy --workspace --all-targets --test guest -- -D warnings
+	cargo clippy --workspace --all-targets --test guest --test node -- -D warnings
 
 crds:
 	cargo run -q -- crds --out-dir deploy/crds

@@ -102,6 +102,7 @@ fn chart_values_reach_the_objects() {
                 ("otlpEndpoint", "http://jaeger:4318"),
                 ("leaderElection", "false"),
                 ("resources.limits.memory", "1Gi"),
+                ("vgManagerPriorityClass", "system-node-critical"),
             ],
         )
         .unwrap_or_else(|e| panic!("{e}")),
@@ -116,6 +117,10 @@ fn chart_values_reach_the_objects() {
         .filter_map(Value::as_str)
         .collect();
     assert!(!args.contains(&"--leader-elect"), "{args:?}");
+    assert!(
+        args.contains(&"--vg-manager-priority-class=system-node-critical"),
+        "{args:?}"
+    );
     let env: BTreeMap<&str, &Value> = c["env"]
         .as_array()
         .unwrap()

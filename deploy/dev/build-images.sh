@@ -6,7 +6,7 @@
 #
 #   deploy/dev/build-images.sh LVMS_BINARY OUT_DIR     # prints OUT_DIR
 #
-# OUT_DIR gets one FILE.tar per image and images.txt (name and file per line). Names: the chart's
+# OUT_DIR gets one FILE.tar per image and images.txt (name, file and manifest digest per line). Names: the chart's
 # defaults with the tag `dev` (localhost/lvms:dev, localhost/csi-provisioner:dev, ...) and
 # localhost/pause:dev, localhost/busybox:dev. The Debian root of the lvms image is cached in
 # $LVMS_TEST_BINS_CACHE (~/.cache/lvms-test-bins) by its package versions; the sidecars come from
@@ -45,7 +45,7 @@ ROOTFS=$CACHE/image-root-$stamp.tar
 if [ ! -f "$ROOTFS" ]; then
   echo "build-images: the lvms image's Debian root (${PACKAGES[*]}) into $ROOTFS" >&2
   # No docs, man pages or locales in an image.
-  mmdebstrap --mode=root --variant=essential --include="$(IFS=,; echo "${PACKAGES[*]}")" \
+  mmdebstrap --mode=root --format=tar --variant=essential --include="$(IFS=,; echo "${PACKAGES[*]}")" \
     --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-exclude=/usr/share/man/*' \
     --dpkgopt='path-exclude=/usr/share/locale/*' --dpkgopt='path-exclude=/usr/share/info/*' \
     bookworm "$ROOTFS.tmp" "$mirror" >"$CACHE/image-root.log" 2>&1 \
@@ -91,7 +91,8 @@ oci() {
   printf '{"schemaVersion":2,"mediaType":"application/vnd.oci.image.index.v1+json","manifests":[{"mediaType":"application/vnd.oci.image.manifest.v1+json","digest":"sha256:%s","size":%s,"annotations":{"io.containerd.image.name":"%s","org.opencontainers.image.ref.name":"%s"}}]}' \
     "$md" "$ms" "$name" "${name##*:}" >"$dir/index.json"
   tar -C "$dir" -cf "$OUT/$file" oci-layout index.json blobs
-  echo "$name $file" >>"$OUT/images.txt"
+  # The manifest's digest: a node imports a set again when any image of it changed.
+  echo "$name $file sha256:$md" >>"$OUT/images.txt"
 }
 
 # A layer holding the given files, each as DEST=SOURCE (mode kept), plus /etc/passwd for `USER`.
@@ -109,9 +110,9 @@ files_layer() {
 }
 
 # lvms: the Debian root, then the binary (stripped of its debug sections).
-objcopy --strip-debug "$LVMS_BIN" "$work/lvms" 2>/dev/null || cp "$LVMS_BIN" "$work/lvms"
-chmod 0755 "$work/lvms"
-files_layer "$work/lvms-layer.tar" "/usr/bin/lvms=$work/lvms"
+objcopy --strip-debug "$LVMS_BIN" "$work/lvms.bin" 2>/dev/null || cp "$LVMS_BIN" "$work/lvms.bin"
+chmod 0755 "$work/lvms.bin"
+files_layer "$work/lvms-layer.tar" "/usr/bin/lvms=$work/lvms.bin"
 oci localhost/lvms:dev "$ENTRYPOINT" "$USER_ID:$USER_ID" "$ROOTFS" "$work/lvms-layer.tar"
 
 # The sidecars, as upstream ships them: the binary at /<name>, run as 65532.

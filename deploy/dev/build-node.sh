@@ -15,8 +15,8 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 CACHE=${LVMS_TEST_BINS_CACHE:-$HOME/.cache/lvms-test-bins}
 die() { echo "build-node: $*" >&2; exit 1; }
 [ "$(id -u)" = 0 ] || die "mmdebstrap builds the node's root as root: run as root"
-for t in mmdebstrap apt-get depmod cpio; do
-  command -v "$t" >/dev/null || die "$t is missing: apt-get install -y mmdebstrap kmod cpio"
+for t in mmdebstrap apt-get mke2fs; do
+  command -v "$t" >/dev/null || die "$t is missing: apt-get install -y mmdebstrap e2fsprogs"
 done
 
 want=${LVMS_NODE_KERNEL:-6.12}
@@ -65,7 +65,8 @@ dpkg-deb -x "$DIR.tmp"/debs/linux-image-*.deb "$DIR.tmp/kernel"
 cp "$DIR.tmp/kernel/boot/vmlinuz-$kver" "$DIR.tmp/vmlinuz"
 mkdir -p "$root/lib/modules"
 cp -a "$DIR.tmp/kernel/lib/modules/$kver" "$root/lib/modules/"
-depmod -b "$root" "$kver" || die "depmod of the node's modules failed"
+# The node's own depmod (kmod), run in its root.
+chroot "$root" /usr/sbin/depmod -a "$kver" || die "depmod of the node's modules failed"
 
 install -m 0755 "$node_bins"/kubelet "$node_bins"/kube-proxy "$node_bins"/containerd \
   "$node_bins"/containerd-shim-runc-v2 "$node_bins"/ctr "$root/usr/local/bin/"
@@ -184,7 +185,7 @@ umount /proc /sys /dev
 exec switch_root /newroot /sbin/lvms-node-init
 EOF
 chmod 0755 "$ir/init"
-(cd "$ir" && find . | cpio -o -H newc >"$DIR.tmp/initramfs.cpio" 2>/dev/null) || die "packing the initramfs failed"
+(cd "$ir" && find . | "$ir/bin/busybox" cpio -o -H newc >"$DIR.tmp/initramfs.cpio" 2>/dev/null) || die "packing the initramfs failed"
 rm -rf "$DIR.tmp/debs" "$DIR.tmp/kernel" "$ir"
 echo "$stamp" >"$DIR.tmp/stamp"
 rm -rf "$DIR"

@@ -44,27 +44,35 @@ done
 for b in /sys/block/vd*; do
   s=$(cat "$b/serial" 2>/dev/null) && [ -n "$s" ] && ln -sf "/dev/${b##*/}" "/dev/disk/by-id/virtio-$s"
 done
-cfg=/run/lvms-node
-mkdir -p $cfg
-tar -xf /dev/disk/by-id/virtio-lvms-node-config -C $cfg 2>/dev/null || { say "no configuration disk"; sleep 5; busybox poweroff -f; }
+cfg=/var/lib/lvms-node/config
+conf=/dev/disk/by-id/virtio-lvms-node-config
+rm -rf $cfg
+mkdir -p $cfg /var/log
+tar -xf $conf -C $cfg ./node.env ./etc ./images/images.txt 2>/dev/null \
+  || { say "no configuration disk"; sleep 5; busybox poweroff -f; }
 . $cfg/node.env
 hostname "$NODE_NAME"
 cp $cfg/etc/kubernetes/* /etc/kubernetes/
 
-mkdir -p /var/log /var/lib/lvms-node
 containerd >>/var/log/containerd.log 2>&1 &
 for _ in $(seq 1 600); do
   [ -S /run/containerd/containerd.sock ] && break
   sleep 0.1
 done
 [ -S /run/containerd/containerd.sock ] || say "containerd did not start"
-# The images, once per set: an import under emulation takes a while.
+# The images, once per set (kept across reboots with containerd's store): an import under
+# emulation takes a while.
 want=$(sha256sum $cfg/images/images.txt | cut -d' ' -f1)
 if [ "$(cat /var/lib/lvms-node/imported 2>/dev/null)" != "$want" ]; then
-  while read -r name file; do
-    ctr -n k8s.io images import "$cfg/images/$file" >/dev/null \
-      && say "imported $name" || say "importing $name failed"
+  tar -xf $conf -C $cfg ./images
+  while read -r name file _; do
+    if ctr -n k8s.io images import "$cfg/images/$file" >/dev/null; then
+      say "imported $name"
+    else
+      say "importing $name failed"
+    fi
   done <$cfg/images/images.txt
+  rm -rf $cfg/images
   echo "$want" >/var/lib/lvms-node/imported
 fi
 say "containerd ready"

@@ -39,6 +39,10 @@ pub struct OperatorArgs {
         default_value = "/usr/bin/lvms vg-manager"
     )]
     pub vg_manager_command: Vec<String>,
+    /// PriorityClass of the vg-manager Pods: `auto` (LVMS's `openshift-user-critical` on
+    /// OpenShift, none elsewhere), `none`, or a PriorityClass's name.
+    #[arg(long, env = "VGMANAGER_PRIORITY_CLASS", default_value = "auto")]
+    pub vg_manager_priority_class: crate::operator::world::PriorityClassChoice,
     /// This pod's name (downward API), used for the image lookup, Events and the lease.
     #[arg(long, env = "NAME")]
     pub pod_name: Option<String>,
@@ -122,6 +126,7 @@ pub fn run_cmd(args: OperatorArgs) -> anyhow::Result<ExitCode> {
             identity,
             image,
             vg_manager_command: args.vg_manager_command,
+            vg_manager_priority_class: args.vg_manager_priority_class,
             debounce: args.debounce,
             checkpoint_every: args.journal_checkpoint_every,
             csi_socket: args.csi_socket,

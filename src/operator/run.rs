@@ -36,6 +36,7 @@ pub struct Config {
     pub identity: String,
     pub image: String,
     pub vg_manager_command: Vec<String>,
+    pub vg_manager_priority_class: crate::operator::world::PriorityClassChoice,
     /// Quiet time that turns a burst of watch events into one pass.
     pub debounce: Duration,
     /// Records between journal checkpoints: a start reads at most about this many records
@@ -98,6 +99,7 @@ pub async fn run(
         namespace: cfg.namespace.clone(),
         image: cfg.image.clone(),
         vg_manager_command: cfg.vg_manager_command.clone(),
+        vg_manager_priority_class: cfg.vg_manager_priority_class.clone(),
     };
     let deps = UnitDeps {
         ctx: Arc::new(Ctx {

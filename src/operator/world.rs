@@ -19,6 +19,33 @@ pub struct OperatorSettings {
     pub image: String,
     /// Command the DaemonSet runs, e.g. `["/usr/bin/lvms", "vg-manager"]`.
     pub vg_manager_command: Vec<String>,
+    /// The vg-manager Pods' PriorityClass.
+    pub vg_manager_priority_class: PriorityClassChoice,
+}
+
+/// Which PriorityClass the vg-manager Pods name (`--vg-manager-priority-class`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum PriorityClassChoice {
+    /// LVMS's `openshift-user-critical` where it exists (OpenShift, told by its
+    /// SecurityContextConstraints API), none elsewhere: a Pod naming a PriorityClass that does
+    /// not exist is refused by the API server's admission, so no vg-manager would ever run.
+    #[default]
+    Auto,
+    /// No PriorityClass.
+    None,
+    /// This one (it must exist).
+    Named(String),
+}
+
+impl std::str::FromStr for PriorityClassChoice {
+    type Err = std::convert::Infallible;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(match s.trim() {
+            "auto" => PriorityClassChoice::Auto,
+            "" | "none" => PriorityClassChoice::None,
+            name => PriorityClassChoice::Named(name.to_owned()),
+        })
+    }
 }
 
 /// Snapshot of the caches. Cheap to build: every object is an `Arc` shared with the store.

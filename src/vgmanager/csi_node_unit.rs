@@ -78,8 +78,9 @@ impl Unit for CsiNodeUnit {
                     Replayed::Redone
                 }
             }
-            // Growing is idempotent and kubelet retries it.
-            NodeStep::ResizeFilesystem { .. } => Replayed::NotDone,
+            // Growing is idempotent and kubelet retries it; so is activation, which kubelet's
+            // retried publish does again when the LV is still inactive.
+            NodeStep::ResizeFilesystem { .. } | NodeStep::Activate { .. } => Replayed::NotDone,
             NodeStep::GateCreate { gate, .. } | NodeStep::GateRemove { gate } => {
                 let present = reads
                     .dm_devices()

@@ -307,10 +307,34 @@ impl HostVolumes {
         Ok(gate::path(volume_id))
     }
 
+    /// Activates the volume's LV when it is not active (a journaled step): after a node's
+    /// reboot nothing else may have.
+    async fn ensure_active(&self, volume_id: &str, lv: &FoundLv) -> Result<(), CsiError> {
+        if lv.active() {
+            return Ok(());
+        }
+        let argv = crate::node::commands::lvchange_activate(&lv.vg, volume_id)
+            .map_err(|e| CsiError::internal(e.to_string()))?;
+        let step = NodeStep::Activate {
+            lv: format!("{}/{volume_id}", lv.vg),
+        }
+        .spec(volume_id);
+        self.steps()
+            .run(step, || async {
+                self.exec(&argv).await?;
+                info!(volume = %volume_id, vg = %lv.vg, "inactive LV activated");
+                Ok(Done::default())
+            })
+            .await
+            .map(drop)
+            .map_err(csi_error)
+    }
+
     async fn do_publish(&self, spec: &PublishSpec) -> Result<(), CsiError> {
         let _gates = self.ctx.gate_lock.lock().await;
         let reads = self.reads();
         let lv = reads.lv(&spec.volume_id).await?;
+        self.ensure_active(&spec.volume_id, &lv).await?;
         let lv_device = lv.device(&spec.volume_id);
         let block = matches!(spec.kind, Kind::Block);
         let lv_number = reads.device_number(&lv_device).await?;
@@ -421,6 +445,7 @@ impl HostVolumes {
         let _gates = self.ctx.gate_lock.lock().await;
         let reads = self.reads();
         let lv = reads.lv(volume_id).await?;
+        self.ensure_active(volume_id, &lv).await?;
         let mounts = reads.mounts().await?;
         let Some(m) = mountinfo::at(&mounts, path).cloned() else {
             return Err(CsiError::not_found(format!(

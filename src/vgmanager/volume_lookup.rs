@@ -20,6 +20,13 @@ impl FoundLv {
     pub fn device(&self, volume_id: &str) -> String {
         format!("/dev/{}/{volume_id}", self.vg)
     }
+
+    /// Whether the LV is active: lv_attr's fifth character is its state, `a` when active (an
+    /// LV after a reboot where nothing autoactivates shows `-`: no device node, no device
+    /// number, nothing to mount).
+    pub fn active(&self) -> bool {
+        self.attr.chars().nth(4) == Some('a')
+    }
 }
 
 /// The LV named `volume_id` in one of this node's VGs.
@@ -46,4 +53,22 @@ pub async fn find(ctx: &NodeCtx, volume_id: &str) -> Result<Option<FoundLv>, Str
         }
     }
     Ok(None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::FoundLv;
+
+    #[test]
+    fn the_fifth_attribute_tells_an_active_lv() {
+        let lv = |attr: &str| FoundLv {
+            vg: "vg1".into(),
+            attr: attr.into(),
+            size: None,
+        };
+        assert!(lv("Vwi-aotz--").active());
+        assert!(lv("-wi-a-----").active());
+        assert!(!lv("Vwi---tz--").active());
+        assert!(!lv("").active(), "no attributes: not seen active");
+    }
 }

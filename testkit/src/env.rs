@@ -27,7 +27,7 @@ pub fn repo() -> &'static Path {
 
 /// Builds (or finds cached) control-plane binaries. A missing Go toolchain or a failed build is
 /// a loud failure with the script's own explanation, never a skip.
-fn ensure_binaries() -> PathBuf {
+pub fn binaries() -> PathBuf {
     if let Some(dir) = std::env::var_os("LVMS_TEST_BINS") {
         return PathBuf::from(dir);
     }
@@ -73,7 +73,7 @@ pub fn sweep_stale(base: &Path) {
 pub fn env() -> &'static Env {
     static ENV: OnceLock<Env> = OnceLock::new();
     ENV.get_or_init(|| {
-        let bins = ensure_binaries();
+        let bins = binaries();
         let base = std::env::temp_dir().join("lvms-acceptance");
         sweep_stale(&base);
         let dir = base.join(std::process::id().to_string());

@@ -269,14 +269,13 @@ impl RealNode {
                 k = self.kubelet_port
             ))
             .args(["-device", "virtio-net-pci,netdev=n0,romfile="]);
-        cmd.stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::from(
-                std::fs::File::create(w.join(format!("qemu-{}.log", self.boots)))
-                    .expect("qemu log"),
-            ));
         self.booted_at = Instant::now();
-        self.qemu = Some(cmd.spawn().expect("starting qemu-system-x86_64"));
+        // QEMU dies with the test process, also a SIGKILLed one.
+        let log = w.join(format!("qemu-{}.log", self.boots));
+        self.qemu = Some(
+            crate::dev::process::spawn(cmd, &log, crate::dev::Lifetime::DieWithParent)
+                .expect("starting qemu-system-x86_64"),
+        );
     }
 
     /// The console of the current boot.
@@ -369,7 +368,7 @@ impl RealNode {
     /// A file of the node's root disk, read with debugfs (kubelet's and containerd's logs).
     pub fn read_root_file(&self, path: &str) -> Option<String> {
         let out = Command::new("debugfs")
-            .args(["-R", &format!("cat {path}")])
+            .args(["-c", "-R", &format!("cat {path}")])
             .arg(self.work.join("root.img"))
             .output()
             .ok()?;

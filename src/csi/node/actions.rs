@@ -37,6 +37,9 @@ pub enum NodeAction {
     GateReload,
     /// Remove a gate nothing holds open any more. Args: gate.
     GateRemove,
+    /// Activate a volume's LV that is inactive (after a node's reboot nothing activates thin
+    /// LVs where no udev/systemd autoactivation runs). Args: lv (`vg/lv`).
+    Activate,
 }
 
 impl Action for NodeAction {
@@ -48,6 +51,7 @@ impl Action for NodeAction {
         Self::GateCreate,
         Self::GateReload,
         Self::GateRemove,
+        Self::Activate,
     ];
 
     fn name(self) -> &'static str {
@@ -59,6 +63,7 @@ impl Action for NodeAction {
             Self::GateCreate => "gate-create",
             Self::GateReload => "gate-reload",
             Self::GateRemove => "gate-remove",
+            Self::Activate => "activate",
         }
     }
 }
@@ -97,6 +102,10 @@ pub enum NodeStep {
     GateRemove {
         gate: String,
     },
+    /// `lv`: `vg/lv`.
+    Activate {
+        lv: String,
+    },
 }
 
 impl NodeStep {
@@ -109,6 +118,7 @@ impl NodeStep {
             NodeStep::GateCreate { .. } => NodeAction::GateCreate,
             NodeStep::GateReload { .. } => NodeAction::GateReload,
             NodeStep::GateRemove { .. } => NodeAction::GateRemove,
+            NodeStep::Activate { .. } => NodeAction::Activate,
         }
     }
 
@@ -143,6 +153,7 @@ impl NodeStep {
                 vec![pair("gate", gate), pair("table", table)]
             }
             NodeStep::GateRemove { gate } => vec![pair("gate", gate)],
+            NodeStep::Activate { lv } => vec![pair("lv", lv)],
         }
     }
 
@@ -184,6 +195,9 @@ impl NodeStep {
             },
             NodeAction::GateRemove => NodeStep::GateRemove {
                 gate: get(args, a, "gate")?,
+            },
+            NodeAction::Activate => NodeStep::Activate {
+                lv: get(args, a, "lv")?,
             },
         })
     }
@@ -233,6 +247,7 @@ mod tests {
             NodeStep::GateRemove {
                 gate: "lvms-v".into(),
             },
+            NodeStep::Activate { lv: "vg1/v".into() },
         ];
         for step in steps {
             assert_eq!(NodeStep::parse(step.action(), &step.args()), Ok(step));

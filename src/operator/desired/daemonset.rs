@@ -17,7 +17,7 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use crate::api::LVMCluster;
 use crate::operator::nodes::combined_node_selector;
 use crate::operator::owner::controller_owner_ref;
-use crate::operator::world::World;
+use crate::operator::world::{Capabilities, PriorityClassChoice, World};
 
 pub const VG_MANAGER_NAME: &str = "vg-manager";
 pub const VG_MANAGER_SERVICE_ACCOUNT: &str = "vg-manager";
@@ -41,6 +41,17 @@ pub const WORKLOAD_MANAGEMENT_VALUE: &str = r#"{"effect": "PreferredDuringSchedu
 
 const CPU_REQUEST: &str = "5m";
 const MEMORY_REQUEST: &str = "45Mi";
+
+/// The vg-manager Pods' PriorityClass: LVMS's on OpenShift, none elsewhere unless named.
+pub fn priority_class(choice: &PriorityClassChoice, capabilities: &Capabilities) -> Option<String> {
+    match choice {
+        PriorityClassChoice::Auto => capabilities
+            .scc
+            .then(|| PRIORITY_CLASS_USER_CRITICAL.to_owned()),
+        PriorityClassChoice::None => None,
+        PriorityClassChoice::Named(name) => Some(name.clone()),
+    }
+}
 
 /// Labels of the DaemonSet, its selector and its pods (all four, as in LVMS).
 pub fn vg_manager_labels() -> BTreeMap<String, String> {
@@ -325,7 +336,10 @@ pub fn vg_manager_daemonset(cluster: &LVMCluster, world: &World) -> DaemonSet {
                 }),
                 spec: Some(PodSpec {
                     termination_grace_period_seconds: Some(30),
-                    priority_class_name: Some(PRIORITY_CLASS_USER_CRITICAL.to_owned()),
+                    priority_class_name: priority_class(
+                        &world.settings.vg_manager_priority_class,
+                        &world.capabilities,
+                    ),
                     volumes: Some(volumes),
                     containers: vec![container(world, mounts)],
                     host_pid: Some(true),
@@ -392,6 +406,7 @@ mod tests {
                 namespace: "openshift-lvm-storage".into(),
                 image: "quay.io/lvms/lvms:v1".into(),
                 vg_manager_command: vec!["/usr/bin/lvms".into(), "vg-manager".into()],
+                ..Default::default()
             },
             ..Default::default()
         }
@@ -440,13 +455,50 @@ mod tests {
     }
 
     #[test]
+    fn the_priority_class_is_lvms_on_openshift_none_elsewhere_or_the_one_named() {
+        let plain = Capabilities::default();
+        let openshift = Capabilities {
+            scc: true,
+            ..Default::default()
+        };
+        let auto = PriorityClassChoice::Auto;
+        assert_eq!(priority_class(&auto, &plain), None);
+        assert_eq!(
+            priority_class(&auto, &openshift).as_deref(),
+            Some("openshift-user-critical")
+        );
+        let none: PriorityClassChoice = "none".parse().unwrap();
+        assert_eq!(priority_class(&none, &openshift), None);
+        let empty: PriorityClassChoice = "".parse().unwrap();
+        assert_eq!(empty, PriorityClassChoice::None);
+        let named: PriorityClassChoice = "system-node-critical".parse().unwrap();
+        assert_eq!(
+            priority_class(&named, &plain).as_deref(),
+            Some("system-node-critical")
+        );
+        let mut w = world();
+        w.capabilities.scc = true;
+        let cluster = cluster_with(LVMClusterSpec {
+            tolerations: vec![],
+            storage: Storage {
+                device_classes: vec![class("vg1", None)],
+            },
+        });
+        let ds = vg_manager_daemonset(&cluster, &w);
+        assert_eq!(
+            pod_spec(&ds).priority_class_name.as_deref(),
+            Some("openshift-user-critical")
+        );
+    }
+
+    #[test]
     fn pod_runs_privileged_with_settings_image_and_command() {
         let ds = ds_for(vec![class("vg1", None)], vec![]);
         let pod = pod_spec(&ds);
         assert_eq!(pod.service_account_name.as_deref(), Some("vg-manager"));
         assert_eq!(
-            pod.priority_class_name.as_deref(),
-            Some("openshift-user-critical")
+            pod.priority_class_name, None,
+            "no OpenShift, no PriorityClass"
         );
         assert_eq!(pod.host_pid, Some(true));
         assert_eq!(pod.termination_grace_period_seconds, Some(30));

@@ -234,7 +234,7 @@ impl ControlPlane {
                     "endpoints-controller",
                     "endpointslice-controller",
                     "node-lifecycle-controller",
-                    "attach-detach-controller",
+                    "persistentvolume-attach-detach-controller",
                     "ephemeral-volume-controller",
                     "pod-garbage-collector-controller",
                 ]);

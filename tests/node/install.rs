@@ -1,0 +1,187 @@
+//! The install, as a user does it: `helm install` of the chart with only the image names and
+//! pull policy overridden, then the sample LVMCluster naming the node's disks.
+
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
+use kube::Api;
+use kube::api::ListParams;
+use lvms_testkit::dev::deploy::helm_bin;
+use lvms_testkit::env::repo;
+use serde_json::json;
+
+use crate::ctx::{Ctx, DISK_A, DISK_B, LVMS_NS, NODE, SLOW};
+
+/// The values a user overrides to install from images in the node's containerd (the install
+/// section of docs/install.md shows this command).
+pub const HELM_SETS: &[(&str, &str)] = &[
+    ("image.repository", "localhost/lvms"),
+    ("image.tag", "dev"),
+    ("image.pullPolicy", "Never"),
+    ("sidecars.provisioner", "localhost/csi-provisioner:dev"),
+    ("sidecars.resizer", "localhost/csi-resizer:dev"),
+    ("sidecars.snapshotter", "localhost/csi-snapshotter:dev"),
+];
+
+pub const CLUSTER: &str = "my-lvmcluster";
+
+/// Two thin classes: `vg1` (xfs, the default) on one disk, `vg2` (ext4) on the other.
+pub fn lvmcluster() -> serde_json::Value {
+    let class = |name: &str, fs: &str, disk: &str, default: bool| {
+        json!({
+            "name": name, "default": default, "fstype": fs,
+            "deviceSelector": {"paths": [format!("/dev/disk/by-id/virtio-{disk}")]},
+            "thinPoolConfig": {"name": "thin-pool-1", "sizePercent": 90, "overprovisionRatio": 10}
+        })
+    };
+    json!({
+        "apiVersion": "lvm.topolvm.io/v1alpha1", "kind": "LVMCluster",
+        "metadata": {"name": CLUSTER, "namespace": LVMS_NS},
+        "spec": {"storage": {"deviceClasses": [
+            class("vg1", "xfs", DISK_A, true),
+            class("vg2", "ext4", DISK_B, false),
+        ]}}
+    })
+}
+
+fn pod_ready(p: &Pod) -> bool {
+    p.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+/// The Ready Pods of `ns` matching `selector`.
+pub async fn ready_pods(c: kube::Client, ns: &str, selector: &str) -> Vec<Pod> {
+    Api::<Pod>::namespaced(c, ns)
+        .list(&ListParams::default().labels(selector))
+        .await
+        .map(|l| l.items.into_iter().filter(pod_ready).collect())
+        .unwrap_or_default()
+}
+
+pub async fn helm_install_runs_lvms_as_pods_and_kubelet_registers_the_driver(c: &mut Ctx) {
+    let t0 = Instant::now();
+    let mut helm = std::process::Command::new(helm_bin());
+    helm.args(["install", "lvms"])
+        .arg(repo().join("deploy/helm/lvms"))
+        .arg("--kubeconfig")
+        .arg(&c.cp.kubeconfig);
+    for (k, v) in HELM_SETS {
+        helm.arg("--set").arg(format!("{k}={v}"));
+    }
+    let out = helm.output().expect("running helm");
+    assert!(
+        out.status.success(),
+        "helm install failed:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let operator = c
+        .until("the operator Pod Ready", SLOW, |cl| async move {
+            ready_pods(cl, LVMS_NS, "app.kubernetes.io/name=lvms-operator")
+                .await
+                .into_iter()
+                .next()
+        })
+        .await;
+    assert_eq!(
+        operator.spec.as_ref().and_then(|s| s.node_name.as_deref()),
+        Some(NODE)
+    );
+    c.figures.push((
+        "helm install → operator Ready".into(),
+        t0.elapsed().as_secs_f64(),
+    ));
+
+    let t1 = Instant::now();
+    c.apply_json(lvmcluster()).await;
+    let state = c
+        .until("the LVMCluster Ready", SLOW, |cl| async move {
+            let lc = Api::<kube::api::DynamicObject>::namespaced_with(
+                cl,
+                LVMS_NS,
+                &kube::api::ApiResource::from_gvk(&kube::api::GroupVersionKind::gvk(
+                    "lvm.topolvm.io",
+                    "v1alpha1",
+                    "LVMCluster",
+                )),
+            )
+            .get(CLUSTER)
+            .await
+            .ok()?;
+            let state = lc.data["status"]["state"].as_str()?.to_string();
+            (state == "Ready").then_some(state)
+        })
+        .await;
+    assert_eq!(state, "Ready");
+    c.figures.push((
+        "LVMCluster applied → Ready".into(),
+        t1.elapsed().as_secs_f64(),
+    ));
+
+    // The vg-manager DaemonSet's Pod runs on the node, made by the DaemonSet controller.
+    c.until(
+        "the vg-manager DaemonSet's Pod ready",
+        SLOW,
+        |cl| async move {
+            let ds = Api::<DaemonSet>::namespaced(cl, LVMS_NS)
+                .get("vg-manager")
+                .await
+                .ok()?;
+            let s = ds.status?;
+            (s.desired_number_scheduled == 1 && s.number_ready == 1).then_some(())
+        },
+    )
+    .await;
+
+    // kubelet registered the driver: the CSINode is kubelet's (owned by the Node it made it for).
+    let csinode = c
+        .until(
+            "kubelet to register topolvm.io",
+            Duration::from_secs(120),
+            |cl| async move {
+                let n = Api::<CSINode>::all(cl).get(NODE).await.ok()?;
+                n.spec
+                    .drivers
+                    .iter()
+                    .any(|d| d.name == "topolvm.io")
+                    .then_some(n)
+            },
+        )
+        .await;
+    let owner = csinode
+        .metadata
+        .owner_references
+        .clone()
+        .unwrap_or_default();
+    assert!(
+        owner.iter().any(|o| o.kind == "Node" && o.name == NODE),
+        "the CSINode is not kubelet's (owners {owner:?})"
+    );
+    let driver = csinode
+        .spec
+        .drivers
+        .iter()
+        .find(|d| d.name == "topolvm.io")
+        .expect("topolvm.io");
+    assert_eq!(driver.node_id, NODE);
+    assert!(
+        driver
+            .topology_keys
+            .as_ref()
+            .is_some_and(|k| k.iter().any(|k| k == "topology.topolvm.io/node")),
+        "topology keys: {:?}",
+        driver.topology_keys
+    );
+
+    for sc in ["lvms-vg1", "lvms-vg2"] {
+        Api::<StorageClass>::all(c.client.clone())
+            .get(sc)
+            .await
+            .unwrap_or_else(|e| panic!("StorageClass {sc}: {e}"));
+    }
+}
