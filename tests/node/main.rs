@@ -12,6 +12,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
 mod ctx;
+mod group_snapshot;
 mod install;
 mod kustomize;
 mod restarts;
@@ -56,6 +57,9 @@ const SCENARIOS: &[(&str, ScenarioFn)] = &[
         Box::pin(snapshots::a_snapshot_is_restored_into_a_claim_a_pod_reads(
             c,
         ))
+    }),
+    ("group-snapshot", |c| {
+        Box::pin(group_snapshot::a_group_snapshot_under_a_writing_pod_restores_consistent(c))
     }),
     ("volume-stats", |c| {
         Box::pin(stats::kubelet_volume_stats_match_what_the_pod_wrote(c))

@@ -21,6 +21,13 @@ pub async fn uninstall_leaves_nothing_on_the_node(c: &mut Ctx) {
     let dp = DeleteParams::default();
     let pods: Api<Pod> = Api::namespaced(c.client.clone(), APPS);
     let _ = pods.delete_collection(&dp, &ListParams::default()).await;
+    let groups = snapshots::group_api(
+        &c.client,
+        "volumegroupsnapshots",
+        "VolumeGroupSnapshot",
+        Some(APPS),
+    );
+    let _ = groups.delete_collection(&dp, &ListParams::default()).await;
     let snaps = snapshots::api(&c.client, "volumesnapshots", "VolumeSnapshot", Some(APPS));
     let _ = snaps.delete_collection(&dp, &ListParams::default()).await;
     let claims: Api<PersistentVolumeClaim> = Api::namespaced(c.client.clone(), APPS);
