@@ -2,8 +2,9 @@
 # PID 1 of the real test node (/sbin/lvms-node-init, built into the node's root by
 # build-node.sh): the host's mounts and cgroups, the modules kubelet, containerd, the CNI bridge,
 # kube-proxy and vg-manager need, QEMU's user network, the test's configuration from the disk with
-# serial `lvms-node-config` (a tar: node.env, etc/kubernetes/*, images/*.tar and images.txt), the
-# images imported into containerd once per set, then containerd, kube-proxy and kubelet.
+# serial `lvms-node-config` (a tar: node.env, etc/kubernetes/*), then containerd, kube-proxy and
+# kubelet. The images are in containerd's store on the root disk already: the test imports them
+# on the host before the first boot (an import under emulation took minutes).
 #
 # node.env sets NODE_NAME. The console gets `LVMS-NODE <what>` lines, and kubelet's errors.
 # Everything under /var (containerd, kubelet, lvms's journal) is on the root disk and survives a
@@ -48,7 +49,7 @@ cfg=/var/lib/lvms-node/config
 conf=/dev/disk/by-id/virtio-lvms-node-config
 rm -rf $cfg
 mkdir -p $cfg /var/log
-tar -xf $conf -C $cfg ./node.env ./etc ./images/images.txt 2>/dev/null \
+tar -xf $conf -C $cfg ./node.env ./etc 2>/dev/null \
   || { say "no configuration disk"; sleep 5; busybox poweroff -f; }
 . $cfg/node.env
 hostname "$NODE_NAME"
@@ -60,21 +61,6 @@ for _ in $(seq 1 600); do
   sleep 0.1
 done
 [ -S /run/containerd/containerd.sock ] || say "containerd did not start"
-# The images, once per set (kept across reboots with containerd's store): an import under
-# emulation takes a while.
-want=$(sha256sum $cfg/images/images.txt | cut -d' ' -f1)
-if [ "$(cat /var/lib/lvms-node/imported 2>/dev/null)" != "$want" ]; then
-  tar -xf $conf -C $cfg ./images
-  while read -r name file _; do
-    if ctr -n k8s.io images import "$cfg/images/$file" >/dev/null; then
-      say "imported $name"
-    else
-      say "importing $name failed"
-    fi
-  done <$cfg/images/images.txt
-  rm -rf $cfg/images
-  echo "$want" >/var/lib/lvms-node/imported
-fi
 say "containerd ready"
 
 kube-proxy --config /etc/kubernetes/kube-proxy.yaml --hostname-override="$NODE_NAME" \
