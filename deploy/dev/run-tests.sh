@@ -14,7 +14,7 @@ cargo test -p lvms-journal --features failpoints --test failpoints 2>&1 | tee -a
 # group snapshots' kill plan on each, is the scenario table's (tests/guest/main.rs): each group
 # asks for its kernel's scenarios with `--kernel`. LVMS_GROUP_ROUNDS[_2] and LVMS_GROUP_KILLS[_2]
 # override the group snapshots' rounds (5 here; 20 by hand) and kills per kernel.
-cargo test --test guest --test node --no-run 2>&1 | tee -a "$log" || rc=1
+cargo test --test guest --no-run 2>&1 | tee -a "$log" || rc=1
 gdir=$(mktemp -d)
 # group TAG ENV... -- ARGS...: one guest group; its output streamed with the tag in front and
 # kept whole in $gdir/TAG.1. A group whose guest kernel panicked (seen in CI: a slab oops in a
@@ -42,11 +42,7 @@ one=$!
 group k6.12 LVMS_GROUP_ROUNDS="${LVMS_GROUP_ROUNDS_2:-5}" "${kills2[@]}" \
   LVMS_GUEST_KERNEL="${LVMS_GUEST_KERNEL_2:-6.12}" -- --kernel 6.12 &
 two=$!
-# The real node tier (tests/node): kubelet + containerd in a 6.12 guest, lvms installed with helm
-# as Pods; one node for its scenarios, beside the two guest groups.
-( cargo test --test node 2>&1 | tee "$gdir/node.1" | sed -u "s/^/[node] /" ) &
-three=$!
-wait $one $two $three
+wait $one $two
 # What each group counts: a panicked run's passes and its rerun's results, else its one run.
 for tag in k6.1 k6.12; do
   final=$gdir/$tag.1
@@ -57,8 +53,6 @@ for tag in k6.1 k6.12; do
   grep -E 'test result:' "$final" >>"$log"
   grep -q 'test result: ok' "$final" || rc=1
 done
-grep -E 'test result:' "$gdir/node.1" >>"$log"
-grep -q 'test result: ok' "$gdir/node.1" || rc=1
 rm -rf "$gdir"
 # cargo ends on whichever binary ran last; the total is the sum over every binary.
 passed=$(grep -oE 'test result: [A-Za-z]+\. [0-9]+ passed' "$log" | awk '{s+=$4} END {print s+0}')
