@@ -74,8 +74,10 @@ say "kubelet started"
 # PID 1: reap whatever ends; a TERM (the test's graceful stop) stops the node.
 stop() {
   say "stopping"
+  # shellcheck disable=SC2046 # one pid per word
   kill $(busybox pidof kubelet kube-proxy) 2>/dev/null
   sleep 2
+  # shellcheck disable=SC2046 # one pid per word
   kill $(busybox pidof containerd) 2>/dev/null
   sync
   busybox poweroff -f
