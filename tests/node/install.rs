@@ -46,6 +46,35 @@ pub fn lvmcluster() -> serde_json::Value {
     })
 }
 
+/// The LVMClusters of the operator's namespace.
+pub fn clusters(client: kube::Client) -> Api<kube::api::DynamicObject> {
+    let ar = kube::api::ApiResource::from_gvk(&kube::api::GroupVersionKind::gvk(
+        "lvm.topolvm.io",
+        "v1alpha1",
+        "LVMCluster",
+    ));
+    Api::namespaced_with(client, LVMS_NS, &ar)
+}
+
+/// The LVMCluster's `status.state`, once it has one.
+pub async fn cluster_state(client: kube::Client) -> Option<String> {
+    let lc = clusters(client).get(CLUSTER).await.ok()?;
+    lc.data["status"]["state"].as_str().map(str::to_string)
+}
+
+/// Deletes the LVMCluster (the operator still runs) and waits until it is gone.
+pub async fn delete_cluster(c: &mut Ctx) {
+    clusters(c.client.clone())
+        .delete(CLUSTER, &kube::api::DeleteParams::default())
+        .await
+        .expect("deleting the LVMCluster");
+    c.until("the LVMCluster gone", SLOW, |cl| async move {
+        let gone = clusters(cl).get_opt(CLUSTER).await.ok()?.is_none();
+        gone.then_some(())
+    })
+    .await;
+}
+
 fn pod_ready(p: &Pod) -> bool {
     p.status
         .as_ref()
@@ -101,20 +130,7 @@ pub async fn helm_install_runs_lvms_as_pods_and_kubelet_registers_the_driver(c: 
     c.apply_json(lvmcluster()).await;
     let state = c
         .until("the LVMCluster Ready", SLOW, |cl| async move {
-            let lc = Api::<kube::api::DynamicObject>::namespaced_with(
-                cl,
-                LVMS_NS,
-                &kube::api::ApiResource::from_gvk(&kube::api::GroupVersionKind::gvk(
-                    "lvm.topolvm.io",
-                    "v1alpha1",
-                    "LVMCluster",
-                )),
-            )
-            .get(CLUSTER)
-            .await
-            .ok()?;
-            let state = lc.data["status"]["state"].as_str()?.to_string();
-            (state == "Ready").then_some(state)
+            cluster_state(cl).await.filter(|s| s == "Ready")
         })
         .await;
     assert_eq!(state, "Ready");

@@ -2,16 +2,15 @@
 //! deploy/default`), with the image names set in an overlay as a user sets them; then a claim in
 //! a Pod, and the uninstall again.
 
-use std::time::Duration;
-
 use kube::Api;
-use kube::api::{ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams};
+use kube::api::{DeleteParams, DynamicObject, GroupVersionKind};
 use lvms_testkit::dev::deploy::{apply_all, render, write_namespace_overlay};
 use lvms_testkit::env::repo;
 use serde_json::Value;
 
 use crate::ctx::{Ctx, LVMS_NS, SLOW};
-use crate::install::{CLUSTER, lvmcluster, ready_pods};
+use crate::install::{cluster_state, delete_cluster, lvmcluster, ready_pods};
+use crate::teardown::assert_nothing_left;
 use crate::workloads::{pod, pvc};
 
 /// The overlay's image lines (kustomize's `images:`): the same names as the Helm values.
@@ -21,19 +20,6 @@ const IMAGES: &str = "images:
   - {name: registry.k8s.io/sig-storage/csi-resizer, newName: localhost/csi-resizer, newTag: dev}
   - {name: registry.k8s.io/sig-storage/csi-snapshotter, newName: localhost/csi-snapshotter, newTag: dev}
 ";
-
-async fn lvmcluster_state(cl: kube::Client) -> Option<String> {
-    let ar = ApiResource::from_gvk(&GroupVersionKind::gvk(
-        "lvm.topolvm.io",
-        "v1alpha1",
-        "LVMCluster",
-    ));
-    let lc = Api::<DynamicObject>::namespaced_with(cl, LVMS_NS, &ar)
-        .get(CLUSTER)
-        .await
-        .ok()?;
-    lc.data["status"]["state"].as_str().map(str::to_string)
-}
 
 pub async fn the_kustomize_tree_installs_runs_a_pod_and_uninstalls(c: &mut Ctx) {
     // helm uninstall took the namespace with it: the tree makes it again once it is gone.
@@ -71,7 +57,7 @@ pub async fn the_kustomize_tree_installs_runs_a_pod_and_uninstalls(c: &mut Ctx) 
     .await;
     c.apply_json(lvmcluster()).await;
     c.until("the LVMCluster Ready (kustomize)", SLOW, |cl| async move {
-        lvmcluster_state(cl).await.filter(|s| s == "Ready")
+        cluster_state(cl).await.filter(|s| s == "Ready")
     })
     .await;
     c.apply_json(pvc("k-data", "lvms-vg1", 256, false)).await;
@@ -92,44 +78,9 @@ pub async fn the_kustomize_tree_installs_runs_a_pod_and_uninstalls(c: &mut Ctx) 
     )
     .delete("k-data", &DeleteParams::default())
     .await;
-    let ar = ApiResource::from_gvk(&GroupVersionKind::gvk(
-        "lvm.topolvm.io",
-        "v1alpha1",
-        "LVMCluster",
-    ));
-    let clusters: Api<DynamicObject> = Api::namespaced_with(c.client.clone(), LVMS_NS, &ar);
-    c.until("the LVMCluster deleted", SLOW, |_| {
-        let clusters = clusters.clone();
-        async move {
-            let _ = clusters.delete(CLUSTER, &DeleteParams::default()).await;
-            clusters
-                .get_opt(CLUSTER)
-                .await
-                .ok()?
-                .is_none()
-                .then_some(())
-        }
-    })
-    .await;
+    delete_cluster(c).await;
     delete_objects(&c.client, &objects).await;
-    c.until(
-        "lvms's Pods gone (kustomize)",
-        Duration::from_secs(300),
-        |cl| async move {
-            let pods = Api::<k8s_openapi::api::core::v1::Pod>::namespaced(cl, LVMS_NS)
-                .list(&ListParams::default())
-                .await
-                .ok()?;
-            pods.items.is_empty().then_some(())
-        },
-    )
-    .await;
-    let left = c.on_node("leftovers-k", crate::teardown::LEFTOVERS).await;
-    assert_eq!(
-        left.lines().collect::<Vec<_>>(),
-        ["vgs: ", "dm: ", "mounts: 0"],
-        "what lvms left on the node"
-    );
+    assert_nothing_left(c, "leftovers-k").await;
 }
 
 /// `kubectl delete -k`: every rendered object but the CRDs (kept, as Helm keeps them), in

@@ -36,10 +36,15 @@ async fn vg_manager_restarts(client: kube::Client) -> Option<i32> {
         .map(|s| s.restart_count)
 }
 
+/// TopoLVM's LogicalVolumes (cluster-scoped).
+fn logical_volumes(client: kube::Client) -> Api<DynamicObject> {
+    let ar = ApiResource::from_gvk(&GroupVersionKind::gvk("topolvm.io", "v1", "LogicalVolume"));
+    Api::all_with(client, &ar)
+}
+
 /// The `status.volumeID`s of every LogicalVolume (TopoLVM's API: one per provisioned volume).
 async fn volume_ids(client: kube::Client) -> BTreeSet<String> {
-    let ar = ApiResource::from_gvk(&GroupVersionKind::gvk("topolvm.io", "v1", "LogicalVolume"));
-    Api::<DynamicObject>::all_with(client, &ar)
+    logical_volumes(client)
         .list(&ListParams::default())
         .await
         .expect("LogicalVolumes")
@@ -74,9 +79,7 @@ pub async fn the_vg_manager_container_killed_mid_provisioning_loses_nothing(c: &
         "a LogicalVolume for the new claims",
         Duration::from_secs(300),
         |cl| async move {
-            let ar =
-                ApiResource::from_gvk(&GroupVersionKind::gvk("topolvm.io", "v1", "LogicalVolume"));
-            let n = Api::<DynamicObject>::all_with(cl, &ar)
+            let n = logical_volumes(cl)
                 .list(&ListParams::default())
                 .await
                 .ok()?

@@ -5,15 +5,15 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use kube::Api;
-use kube::api::{ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams};
+use kube::api::{DeleteParams, ListParams};
 use lvms_testkit::dev::deploy::helm_bin;
 use lvms_testkit::snapshots;
 
 use crate::ctx::{APPS, Ctx, LVMS_NS, NODE, SLOW};
-use crate::install::CLUSTER;
+use crate::install::delete_cluster;
 
 /// What lvms could leave on the node: its volume groups, device-mapper devices, mounts.
-pub const LEFTOVERS: &str = r#"echo "vgs: $(lvm vgs --noheadings -o vg_name --select 'vg_name=vg1 || vg_name=vg2' | tr -d ' ' | tr '\n' ' ')"
+const LEFTOVERS: &str = r#"echo "vgs: $(lvm vgs --noheadings -o vg_name --select 'vg_name=vg1 || vg_name=vg2' | tr -d ' ' | tr '\n' ' ')"
 echo "dm: $(dmsetup ls | awk '$1 ~ /^vg[12]-/ {print $1}' | tr '\n' ' ')"
 echo "mounts: $(grep -c topolvm.io /proc/mounts)""#;
 
@@ -41,28 +41,7 @@ pub async fn uninstall_leaves_nothing_on_the_node(c: &mut Ctx) {
     })
     .await;
 
-    let ar = ApiResource::from_gvk(&GroupVersionKind::gvk(
-        "lvm.topolvm.io",
-        "v1alpha1",
-        "LVMCluster",
-    ));
-    let clusters: Api<DynamicObject> = Api::namespaced_with(c.client.clone(), LVMS_NS, &ar);
-    clusters
-        .delete(CLUSTER, &dp)
-        .await
-        .expect("deleting the LVMCluster");
-    c.until("the LVMCluster gone", SLOW, |cl| {
-        let ar = ar.clone();
-        async move {
-            let gone = Api::<DynamicObject>::namespaced_with(cl, LVMS_NS, &ar)
-                .get_opt(CLUSTER)
-                .await
-                .ok()?
-                .is_none();
-            gone.then_some(())
-        }
-    })
-    .await;
+    delete_cluster(c).await;
 
     let out = std::process::Command::new(helm_bin())
         .args(["uninstall", "lvms", "--kubeconfig"])
@@ -74,6 +53,21 @@ pub async fn uninstall_leaves_nothing_on_the_node(c: &mut Ctx) {
         "helm uninstall: {}",
         String::from_utf8_lossy(&out.stderr)
     );
+    assert_nothing_left(c, "leftovers").await;
+    let node = Api::<Node>::all(c.client.clone())
+        .get(NODE)
+        .await
+        .expect("the Node");
+    let finalizers = node.metadata.finalizers.unwrap_or_default();
+    assert!(
+        finalizers.is_empty(),
+        "finalizers left on the Node: {finalizers:?}"
+    );
+}
+
+/// Waits until lvms's Pods are gone, then looks at the node (probe Pod `probe`): no volume
+/// group, dm device or mount of lvms's left.
+pub async fn assert_nothing_left(c: &mut Ctx, probe: &str) {
     c.until(
         "lvms's Pods gone",
         Duration::from_secs(300),
@@ -86,20 +80,10 @@ pub async fn uninstall_leaves_nothing_on_the_node(c: &mut Ctx) {
         },
     )
     .await;
-
-    let left = c.on_node("leftovers", LEFTOVERS).await;
+    let left = c.on_node(probe, LEFTOVERS).await;
     assert_eq!(
         left.lines().collect::<Vec<_>>(),
         ["vgs: ", "dm: ", "mounts: 0"],
         "what lvms left on the node"
-    );
-    let node = Api::<Node>::all(c.client.clone())
-        .get(NODE)
-        .await
-        .expect("the Node");
-    let finalizers = node.metadata.finalizers.unwrap_or_default();
-    assert!(
-        finalizers.is_empty(),
-        "finalizers left on the Node: {finalizers:?}"
     );
 }
