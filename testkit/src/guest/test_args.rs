@@ -47,6 +47,39 @@ impl TestArgs {
     }
 }
 
+/// Prints a custom harness's results as libtest does (each test's line, the failures, the
+/// summary line run-tests.sh counts); true when none failed.
+pub fn report<N: std::fmt::Display>(
+    results: &[(N, Result<(), String>)],
+    filtered: usize,
+    started: std::time::Instant,
+) -> bool {
+    for (name, r) in results {
+        println!(
+            "test {name} ... {}",
+            if r.is_ok() { "ok" } else { "FAILED" }
+        );
+    }
+    let failures: Vec<_> = results
+        .iter()
+        .filter_map(|(name, r)| r.as_ref().err().map(|why| (name, why)))
+        .collect();
+    if !failures.is_empty() {
+        println!("\nfailures:\n");
+        for (name, why) in &failures {
+            println!("---- {name} ----\n{why}\n");
+        }
+    }
+    let passed = results.len() - failures.len();
+    println!(
+        "\ntest result: {}. {passed} passed; {} failed; 0 ignored; 0 measured; {filtered} filtered out; finished in {:.2}s\n",
+        if failures.is_empty() { "ok" } else { "FAILED" },
+        failures.len(),
+        started.elapsed().as_secs_f64()
+    );
+    failures.is_empty()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
