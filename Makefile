@@ -13,18 +13,18 @@ test-bins:
 	@deploy/dev/build-test-bins.sh >/dev/null
 
 # The real-kernel tier's guests (kernel + initramfs from Debian packages, cached): Debian's
-# current cloud kernel (6.1) and the 6.12 one.
+# current cloud kernel (6.1) and the 6.12 one; and the real node (kubelet, containerd, 6.12).
 test-guest:
 	@deploy/dev/build-guest.sh >/dev/null
 	@LVMS_GUEST_KERNEL=6.12 deploy/dev/build-guest.sh >/dev/null
+	@deploy/dev/build-node.sh >/dev/null
 
 # Every suite to the end, then "N passed, M failed" (deploy/dev/run-tests.sh).
 test: test-deps test-bins test-guest
 	@deploy/dev/run-tests.sh
 
 # `--test guest`, `--test node`: the guest and node tiers are `test = false` (run-tests.sh runs
-# the guest tier once per kernel; the node tier runs by hand for now), which `--all-targets`
-# leaves out.
+# the guest tier once per kernel, then the node tier), which `--all-targets` leaves out.
 lint:
 	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets --test guest --test node -- -D warnings

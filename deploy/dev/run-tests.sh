@@ -14,7 +14,12 @@ cargo test -p lvms-journal --features failpoints --test failpoints 2>&1 | tee -a
 # group snapshots' kill plan on each, is the scenario table's (tests/guest/main.rs): each group
 # asks for its kernel's scenarios with `--kernel`. LVMS_GROUP_ROUNDS[_2] and LVMS_GROUP_KILLS[_2]
 # override the group snapshots' rounds (5 here; 20 by hand) and kills per kernel.
-cargo test --test guest --no-run 2>&1 | tee -a "$log" || rc=1
+#
+# The real node tier (tests/node: kubelet and containerd in a 6.12 guest, lvms installed with
+# helm and running as Pods) runs after the 6.12 group, never beside both: three emulated guests
+# on two cores starve each other (docs/testing.md). LVMS_NODE_SCENARIOS picks its scenarios
+# (default: all of them, in the tier's order).
+cargo test --test guest --test node --no-run 2>&1 | tee -a "$log" || rc=1
 gdir=$(mktemp -d)
 # group TAG ENV... -- ARGS...: one guest group; its output streamed with the tag in front and
 # kept whole in $gdir/TAG.1. A group whose guest kernel panicked (seen in CI: a slab oops in a
@@ -39,12 +44,22 @@ kills1=() kills2=()
 [ -n "${LVMS_GROUP_KILLS_2:-}" ] && kills2=(LVMS_GROUP_KILLS="$LVMS_GROUP_KILLS_2")
 group k6.1 LVMS_GROUP_ROUNDS="${LVMS_GROUP_ROUNDS:-5}" "${kills1[@]}" -- --kernel 6.1 &
 one=$!
-group k6.12 LVMS_GROUP_ROUNDS="${LVMS_GROUP_ROUNDS_2:-5}" "${kills2[@]}" \
-  LVMS_GUEST_KERNEL="${LVMS_GUEST_KERNEL_2:-6.12}" -- --kernel 6.12 &
+# node: the real node tier, its output tagged and kept in $gdir/node.1 as a group's.
+node() {
+  local only=()
+  # shellcheck disable=SC2206 # one scenario name per word
+  [ -n "${LVMS_NODE_SCENARIOS:-}" ] && only=(--exact $LVMS_NODE_SCENARIOS)
+  cargo test --test node -- "${only[@]}" 2>&1 | tee "$gdir/node.1" | sed -u "s/^/[node] /"
+}
+{
+  group k6.12 LVMS_GROUP_ROUNDS="${LVMS_GROUP_ROUNDS_2:-5}" "${kills2[@]}" \
+    LVMS_GUEST_KERNEL="${LVMS_GUEST_KERNEL_2:-6.12}" -- --kernel 6.12
+  node
+} &
 two=$!
 wait $one $two
 # What each group counts: a panicked run's passes and its rerun's results, else its one run.
-for tag in k6.1 k6.12; do
+for tag in k6.1 k6.12 node; do
   final=$gdir/$tag.1
   if [ -f "$gdir/$tag.2" ]; then
     grep -oE 'test result: [A-Za-z]+\. [0-9]+ passed' "$final" >>"$log"

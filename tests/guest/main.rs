@@ -165,11 +165,13 @@ const SCENARIOS: &[Scenario] = &[
         run: |c| Box::pin(soak::seeded_random_kills_converge_with_each_step_taking_effect_once(c)),
     },
     // Last: its host side holds the turn for its two suites (~10 min), and a job waiting behind
-    // it would wait that long for its turn.
+    // it would wait that long for its turn. On 6.1 only, with all three kills: 6.12's group
+    // snapshots are taken on the real node (tests/node, `group-snapshot`), which run-tests.sh
+    // runs after the 6.12 group, so the two kernels' queues end together.
     Scenario {
         name: "group-snapshot",
-        kernels: &[Kernel::K6_1, Kernel::K6_12],
-        kills: &[(Kernel::K6_1, "hold,snap"), (Kernel::K6_12, "release")],
+        kernels: &[Kernel::K6_1],
+        kills: &[(Kernel::K6_1, "hold,snap,release")],
         run: |c| {
             Box::pin(
             group_snapshot::group_snapshots_are_consistent_follow_their_policy_and_survive_kills(c),
