@@ -41,9 +41,16 @@ impl MinimumAllocations {
     }
 }
 
-fn round_up(size: i64, multiple: i64) -> i64 {
-    (size + multiple - 1) / multiple * multiple
+/// `size` rounded up to a whole `multiple`; None when that does not fit in an i64 (a request
+/// near 2^63 would otherwise wrap to a tiny or negative size).
+fn round_up(size: i64, multiple: i64) -> Option<i64> {
+    size.checked_add(multiple - 1)
+        .map(|s| s / multiple)
+        .and_then(|n| n.checked_mul(multiple))
 }
+
+/// The largest size a request may round up to: the last whole sector an i64 holds.
+pub const MAX_BYTES: i64 = i64::MAX - i64::MAX % SECTOR;
 
 /// The bytes to allocate for a `capacity_range` (0 = not set), after raising `required` to
 /// `minimum` (so an empty request on xfs gets the 300Mi minimum, not 1 GiB, as in TopoLVM).
@@ -78,7 +85,14 @@ pub fn requested_bytes(required: i64, limit: i64, minimum: i64) -> Result<i64, C
         }
         return Ok(rounded);
     }
-    let rounded = round_up(required, SECTOR);
+    let rounded = round_up(required, SECTOR).ok_or_else(|| {
+        CsiError::new(
+            tonic::Code::OutOfRange,
+            format!(
+                "capacity_range.required_bytes ({required}) cannot be rounded up to whole {SECTOR}-byte sectors within {MAX_BYTES} bytes; request at most {MAX_BYTES} bytes (no node has that much anyway)"
+            ),
+        )
+    })?;
     if limit > 0 && rounded > limit {
         return Err(CsiError::invalid(format!(
             "capacity_range: required_bytes {required} rounded up to whole {SECTOR}-byte sectors ({rounded}) exceeds limit_bytes ({limit}); lower the request or raise the limit"
@@ -111,6 +125,24 @@ mod tests {
         let e = requested_bytes(4097, 5000, 0).unwrap_err();
         assert_eq!(e.code, Code::InvalidArgument);
         assert!(e.message.contains("limit_bytes"), "{e}");
+    }
+
+    /// A request near 2^63 would wrap when rounded (a 0-byte LV retried forever, a panic in
+    /// debug builds): OUT_OF_RANGE instead, naming the largest request; the largest whole
+    /// sector itself is still a size.
+    #[test]
+    fn requests_too_large_to_round_are_out_of_range_not_wrapped() {
+        for huge in [i64::MAX, i64::MAX - 1, MAX_BYTES + 1] {
+            let e = requested_bytes(huge, 0, 0).unwrap_err();
+            assert_eq!(e.code, Code::OutOfRange, "{huge}: {e}");
+            assert!(e.message.contains(&MAX_BYTES.to_string()), "{e}");
+            assert_eq!(
+                requested_bytes(huge, i64::MAX, 0).unwrap_err().code,
+                Code::OutOfRange
+            );
+        }
+        assert_eq!(requested_bytes(MAX_BYTES, 0, 0), Ok(MAX_BYTES));
+        assert_eq!(requested_bytes(MAX_BYTES - 1, 0, 0), Ok(MAX_BYTES));
     }
 
     #[test]
