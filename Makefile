@@ -1,10 +1,12 @@
 # The two commands the README promises:
-#   make demo   - local control plane + lvms CRDs + operator + two nodes (one in the real-kernel
-#                 guest when this host has no device-mapper: a thin pool and a mounted volume)
-#   make traces - the demo with a local Jaeger receiving its traces
+#   make demo   - lvms on a real node (kubelet + containerd in a QEMU guest), installed with helm
+#                 from its own images: a claim becomes a mounted volume in a Pod; then uninstalled
+#   make demo-processes - the operator and vg-managers as processes on this host (and a
+#                 device-mapper guest): Ready, a mounted volume, a snapshot; what traces traces
+#   make traces - that demo with a local Jaeger receiving its traces
 #   make test   - every test (builds the Go test peers once into ~/.cache/lvms-test-bins)
 SHELL := /bin/bash
-.PHONY: test lint demo traces test-bins test-deps test-guest crds
+.PHONY: test lint demo demo-processes traces test-bins test-deps test-guest crds
 
 test-deps:
 	@deploy/dev/test-deps.sh
@@ -33,7 +35,13 @@ crds:
 	cargo run -q -- crds --out-dir deploy/crds
 	cp deploy/crds/*.topolvm.io.yaml deploy/helm/lvms/crds/
 
+# The node tier's install, demo and teardown scenarios (tests/node): nothing of lvms is started
+# but by kubelet.
 demo: test-deps test-bins
+	@deploy/dev/build-node.sh >/dev/null
+	cargo test --test node -- --exact install demo teardown
+
+demo-processes: test-deps test-bins
 	deploy/dev/demo.sh
 
 traces: test-deps test-bins

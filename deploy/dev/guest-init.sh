@@ -12,6 +12,12 @@ mount -t devtmpfs dev /dev
 mount -t tmpfs tmp /tmp
 mount -t tmpfs run /run
 mkdir -p /run/lock /run/lvm /dev/disk/by-id /work /out /root
+# A task blocked for 5 minutes is a hung guest (seen once in CI under emulation: a blkid in D
+# state for 20 minutes, every scenario behind it waiting): panic, so QEMU exits and
+# run-tests.sh reruns the failed scenarios once in a new guest, loudly, as after any kernel
+# panic. No hold of a group snapshot lasts that long.
+echo 300 >/proc/sys/kernel/hung_task_timeout_secs 2>/dev/null
+echo 1 >/proc/sys/kernel/hung_task_panic 2>/dev/null
 modprobe virtio_pci 2>/dev/null
 modprobe virtio_blk 2>/dev/null
 ip link set lo up

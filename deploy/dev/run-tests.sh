@@ -18,7 +18,7 @@ cargo test -p lvms-journal --features failpoints --test failpoints 2>&1 | tee -a
 # The real node tier (tests/node: kubelet and containerd in a 6.12 guest, lvms installed with
 # helm and running as Pods) runs after the 6.12 group, never beside both: three emulated guests
 # on two cores starve each other (docs/testing.md). LVMS_NODE_SCENARIOS picks its scenarios
-# (default: all of them, in the tier's order).
+# (default: all of them but `demo`, `make demo`'s, in the tier's order).
 cargo test --test guest --test node --no-run 2>&1 | tee -a "$log" || rc=1
 gdir=$(mktemp -d)
 # group TAG ENV... -- ARGS...: one guest group; its output streamed with the tag in front and
@@ -46,7 +46,7 @@ group k6.1 LVMS_GROUP_ROUNDS="${LVMS_GROUP_ROUNDS:-5}" "${kills1[@]}" -- --kerne
 one=$!
 # node: the real node tier, its output tagged and kept in $gdir/node.1 as a group's.
 node() {
-  local only=()
+  local only=(--skip demo)
   # shellcheck disable=SC2206 # one scenario name per word
   [ -n "${LVMS_NODE_SCENARIOS:-}" ] && only=(--exact $LVMS_NODE_SCENARIOS)
   cargo test --test node -- "${only[@]}" 2>&1 | tee "$gdir/node.1" | sed -u "s/^/[node] /"

@@ -108,12 +108,15 @@ impl Drop for WatchHub {
 }
 
 /// One watch, as data: the kind (its API scope: the cluster, or the given namespace for a
-/// namespaced kind), the field selector that narrows it, and its list page size.
+/// namespaced kind, unless `everywhere`), the field selector that narrows it, and its list page
+/// size.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct WatchSpec {
     pub kind: Kind,
     pub fields: Option<String>,
     pub page_size: Option<u32>,
+    /// A namespaced kind watched in every namespace (users' claims live in theirs).
+    pub everywhere: bool,
 }
 
 impl WatchSpec {
@@ -122,7 +125,14 @@ impl WatchSpec {
             kind,
             fields: None,
             page_size: None,
+            everywhere: false,
         }
+    }
+
+    /// Every namespace, not only the operator's.
+    pub const fn everywhere(mut self) -> Self {
+        self.everywhere = true;
+        self
     }
 
     /// Only the object with this name.
@@ -200,7 +210,11 @@ impl Watches {
         K: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
         K::Scope: ScopedApi<K>,
     {
-        let api = <K::Scope as ScopedApi<K>>::api(self.client.clone(), &self.namespace);
+        let api = if spec.everywhere {
+            Api::all(self.client.clone())
+        } else {
+            <K::Scope as ScopedApi<K>>::api(self.client.clone(), &self.namespace)
+        };
         let (store, writer) = reflector::store();
         let stream = watcher(api, spec.config())
             .default_backoff()
@@ -507,8 +521,13 @@ impl WatchHub {
             csi_drivers: w.typed(&WatchSpec::of(CsiDriver).named("topolvm.io"), strip_meta),
             csi_nodes: w.typed(&WatchSpec::of(CsiNode).page_size(100), strip_csi_node),
             pvs: w.typed(&WatchSpec::of(PersistentVolume).page_size(100), strip_meta),
+            // Users' claims, in their namespaces: LVMS's and TopoLVM's claim helpers act on
+            // them wherever they are (the real node tier found this watch scoped to the
+            // operator's namespace, where no user claim lives).
             pvcs: w.typed(
-                &WatchSpec::of(PersistentVolumeClaim).page_size(100),
+                &WatchSpec::of(PersistentVolumeClaim)
+                    .everywhere()
+                    .page_size(100),
                 strip_meta,
             ),
             snapshot_classes: caps.snapshots.then(|| w.dynamic(SnapshotClass)),

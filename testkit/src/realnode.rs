@@ -415,17 +415,51 @@ impl RealNode {
     /// Waits until the Node is Ready, failing with the console when QEMU stops or `timeout`
     /// passes.
     pub async fn wait_ready(&mut self, client: &kube::Client, timeout: Duration) -> Duration {
+        self.wait_ready_booted(client, timeout, None).await
+    }
+
+    /// Power-cycles the node and waits until kubelet of the new boot reports it Ready: the
+    /// Node's `nodeInfo.bootID` must change first, or the old boot's Ready (the Node controller
+    /// marks it NotReady only after its grace) would count as the new one's.
+    pub async fn reboot_and_wait(&mut self, client: &kube::Client, timeout: Duration) -> Duration {
+        let api: Api<Node> = Api::all(client.clone());
+        let old = api
+            .get(&self.spec.name)
+            .await
+            .ok()
+            .and_then(|n| n.status?.node_info.map(|i| i.boot_id))
+            .unwrap_or_else(|| {
+                panic!("node {}: no nodeInfo.bootID to reboot from", self.spec.name)
+            });
+        let started = Instant::now();
+        self.reboot();
+        self.wait_ready_booted(client, timeout, Some(&old)).await;
+        started.elapsed()
+    }
+
+    async fn wait_ready_booted(
+        &mut self,
+        client: &kube::Client,
+        timeout: Duration,
+        not_boot: Option<&str>,
+    ) -> Duration {
         let api: Api<Node> = Api::all(client.clone());
         let started = Instant::now();
         loop {
             if let Ok(Some(n)) = api.get_opt(&self.spec.name).await {
-                let ready = n
-                    .status
-                    .and_then(|s| s.conditions)
+                let status = n.status.unwrap_or_default();
+                let new_boot = not_boot.is_none_or(|old| {
+                    status
+                        .node_info
+                        .as_ref()
+                        .is_some_and(|i| !i.boot_id.is_empty() && i.boot_id != old)
+                });
+                let ready = status
+                    .conditions
                     .unwrap_or_default()
                     .iter()
                     .any(|c| c.type_ == "Ready" && c.status == "True");
-                if ready {
+                if ready && new_boot {
                     return started.elapsed();
                 }
             }

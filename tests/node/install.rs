@@ -121,6 +121,19 @@ pub async fn helm_install_runs_lvms_as_pods_and_kubelet_registers_the_driver(c: 
         operator.spec.as_ref().and_then(|s| s.node_name.as_deref()),
         Some(NODE)
     );
+    // This control plane serves groupsnapshot.storage.k8s.io/v1: the chart's `auto` found it.
+    let snapshotter = operator
+        .spec
+        .as_ref()
+        .and_then(|s| s.containers.iter().find(|c| c.name == "csi-snapshotter"))
+        .and_then(|c| c.args.clone())
+        .unwrap_or_default();
+    assert!(
+        snapshotter
+            .iter()
+            .any(|a| a == "--feature-gates=CSIVolumeGroupSnapshot=true"),
+        "groupSnapshots=auto on a cluster serving the v1 API: {snapshotter:?}"
+    );
     c.figures.push((
         "helm install → operator Ready".into(),
         t0.elapsed().as_secs_f64(),

@@ -12,6 +12,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
 mod ctx;
+mod demo;
 mod group_snapshot;
 mod install;
 mod kustomize;
@@ -40,6 +41,10 @@ pub type ScenarioFn = for<'a> fn(&'a mut Ctx) -> Pin<Box<dyn Future<Output = ()>
 const SCENARIOS: &[(&str, ScenarioFn)] = &[
     ("install", |c| {
         Box::pin(install::helm_install_runs_lvms_as_pods_and_kubelet_registers_the_driver(c))
+    }),
+    // `make demo` (install, demo, teardown): for reading; `make test` skips it.
+    ("demo", |c| {
+        Box::pin(demo::a_claim_becomes_a_mounted_volume_shown_as_a_user_sees_it(c))
     }),
     ("data-across-pods", |c| {
         Box::pin(volumes::data_written_by_one_pod_is_read_by_the_next_on_xfs_and_ext4(c))

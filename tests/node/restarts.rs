@@ -136,10 +136,12 @@ pub async fn a_rebooted_node_mounts_the_pods_volume_again_with_its_data(c: &mut 
     let before = c
         .until("the holder Pod Ready", Duration::from_secs(300), restarts)
         .await;
-    c.node.reboot();
-    let ready = c.node.wait_ready(&c.client, Duration::from_secs(900)).await;
+    let ready = c
+        .node
+        .reboot_and_wait(&c.client, Duration::from_secs(900))
+        .await;
     c.figures
-        .push(("reboot → Node Ready".into(), ready.as_secs_f64()));
+        .push(("reboot → Node Ready (new boot)".into(), ready.as_secs_f64()));
     let after = c
         .until(
             "the holder Pod Ready again, restarted",

@@ -104,7 +104,12 @@ pub async fn a_claim_grown_while_mounted_is_seen_grown_in_the_pod(c: &mut Ctx) {
         )
         .await
         .expect("growing the claim");
+    let grown = std::time::Instant::now();
     let (phase, out) = c.pod_end(&name).await;
+    c.figures.push((
+        "claim grown → the Pod sees the size".into(),
+        grown.elapsed().as_secs_f64(),
+    ));
     c.delete_pod(&name).await;
     assert_eq!(phase, "Succeeded", "the Pod never saw the new size: {out}");
     let kib: u64 = out
