@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use lvms_testkit::dev::deploy::{helm_template, render};
+use lvms_testkit::dev::deploy::{helm_template, helm_template_args, render};
 use serde_json::Value;
 
 fn repo(p: &str) -> std::path::PathBuf {
@@ -22,8 +22,27 @@ fn key(o: &Value) -> String {
     )
 }
 
+/// Kinds kustomize v5.8.0's built-in schema does not know to be cluster-scoped, so its
+/// `namespace:` stamps them; the API server drops a namespace on a cluster-scoped object, so
+/// the installed objects are the same as the chart's.
+const CLUSTER_SCOPED_UNKNOWN_TO_KUSTOMIZE: [&str; 2] = [
+    "ValidatingAdmissionPolicy",
+    "ValidatingAdmissionPolicyBinding",
+];
+
 fn by_key(objects: Vec<Value>) -> BTreeMap<String, Value> {
-    objects.into_iter().map(|o| (key(&o), o)).collect()
+    objects
+        .into_iter()
+        .map(|mut o| {
+            let kind = o["kind"].as_str().unwrap_or_default().to_string();
+            if CLUSTER_SCOPED_UNKNOWN_TO_KUSTOMIZE.contains(&kind.as_str())
+                && let Some(m) = o["metadata"].as_object_mut()
+            {
+                m.remove("namespace");
+            }
+            (key(&o), o)
+        })
+        .collect()
 }
 
 /// The first place two documents differ, numbers compared by value (helm passes the CRD files
@@ -137,4 +156,115 @@ fn chart_values_reach_the_objects() {
         objs["ClusterRoleBinding//lvms-operator"]["subjects"][0]["namespace"],
         "storage"
     );
+}
+
+/// csi-snapshotter's arguments in the operator Deployment of `objs`.
+fn snapshotter_args(objs: &[Value]) -> Vec<String> {
+    let d = objs
+        .iter()
+        .find(|o| o["kind"] == "Deployment" && o["metadata"]["name"] == "lvms-operator")
+        .expect("the operator Deployment");
+    let c = d["spec"]["template"]["spec"]["containers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "csi-snapshotter")
+        .expect("csi-snapshotter");
+    c["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|a| a.as_str().map(str::to_string))
+        .collect()
+}
+
+const GATE: &str = "--feature-gates=CSIVolumeGroupSnapshot=true";
+
+/// With the gate, csi-snapshotter v8.6 waits for the groupsnapshot.storage.k8s.io/v1 caches
+/// before it handles any VolumeSnapshot: on a cluster without that API backups would stop. The
+/// chart's `auto` turns it on only where helm's discovery finds the API; `true`/`false` force it.
+#[test]
+fn group_snapshots_are_on_only_where_the_v1_group_snapshot_api_is_served() {
+    let chart = repo("deploy/helm/lvms");
+    let render = |set: &[(&str, &str)], args: &[&str]| {
+        snapshotter_args(&helm_template_args(&chart, set, args).unwrap_or_else(|e| panic!("{e}")))
+    };
+    let served = ["--api-versions", "groupsnapshot.storage.k8s.io/v1"];
+    let beta_only = ["--api-versions", "groupsnapshot.storage.k8s.io/v1beta1"];
+    assert!(!render(&[], &[]).iter().any(|a| a == GATE), "auto, no API");
+    assert!(
+        !render(&[], &beta_only).iter().any(|a| a == GATE),
+        "auto, v1beta1 only"
+    );
+    assert!(
+        render(&[], &served).iter().any(|a| a == GATE),
+        "auto, v1 served"
+    );
+    assert!(
+        render(&[("groupSnapshots", "true")], &[])
+            .iter()
+            .any(|a| a == GATE)
+    );
+    assert!(
+        !render(&[("groupSnapshots", "false")], &served)
+            .iter()
+            .any(|a| a == GATE)
+    );
+    let bad = helm_template(&chart, &[("groupSnapshots", "maybe")])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        bad.contains("groupSnapshots") && bad.contains("auto, true or false"),
+        "{bad}"
+    );
+}
+
+/// deploy/default leaves the gate off (as LVMS); the component turns it on, on csi-snapshotter.
+#[test]
+fn the_group_snapshots_component_turns_the_gate_on_in_the_kustomize_tree() {
+    assert!(
+        !snapshotter_args(&render(&repo("deploy/default")).unwrap())
+            .iter()
+            .any(|a| a == GATE)
+    );
+    // An overlay as a user writes one (kustomize takes only relative paths).
+    let dir = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(dir.path()).unwrap();
+    let up = "../".repeat(root.components().count().saturating_sub(1));
+    let rel = |p: &str| {
+        let abs = std::fs::canonicalize(repo(p)).unwrap();
+        format!("{up}{}", abs.to_string_lossy().trim_start_matches('/'))
+    };
+    std::fs::write(
+        dir.path().join("kustomization.yaml"),
+        format!(
+            "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: [{}]\ncomponents: [{}]\n",
+            rel("deploy/default"),
+            rel("deploy/components/group-snapshots")
+        ),
+    )
+    .unwrap();
+    let args = snapshotter_args(&render(dir.path()).unwrap_or_else(|e| panic!("{e}")));
+    assert_eq!(args.iter().filter(|a| *a == GATE).count(), 1, "{args:?}");
+}
+
+/// OpenShift's restricted-v2 SCC assigns the uid and refuses a fixed one outside the
+/// namespace's range: the operator Pod names none (the image's numeric USER is the uid elsewhere).
+#[test]
+fn the_operator_pod_pins_no_uid() {
+    for objs in [
+        helm_template(&repo("deploy/helm/lvms"), &[]).unwrap(),
+        render(&repo("deploy/default")).unwrap(),
+    ] {
+        let d = objs
+            .iter()
+            .find(|o| o["kind"] == "Deployment" && o["metadata"]["name"] == "lvms-operator")
+            .unwrap();
+        let spec = &d["spec"]["template"]["spec"];
+        assert!(spec["securityContext"]["runAsUser"].is_null(), "{spec}");
+        assert_eq!(spec["securityContext"]["runAsNonRoot"], true);
+        for c in spec["containers"].as_array().unwrap() {
+            assert!(c["securityContext"]["runAsUser"].is_null(), "{c}");
+        }
+    }
 }

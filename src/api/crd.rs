@@ -156,3 +156,45 @@ fn apply_rules(crd: &str, schema: &mut Value, rules: &[CelRule]) -> Result<(), C
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every `default` in a schema, by its path: what the API server writes into stored objects
+    /// each time it reads them.
+    fn defaults(node: &Value, path: &mut Vec<String>, out: &mut Vec<String>) {
+        let Some(map) = node.as_object() else { return };
+        if map.contains_key("default") {
+            out.push(path.join("."));
+        }
+        for (k, v) in map {
+            path.push(k.clone());
+            defaults(v, path, out);
+            path.pop();
+        }
+    }
+
+    #[test]
+    fn a_missing_device_discovery_policy_stays_missing_as_lvms_stored_it() {
+        // LVMS 4.20/4.21 stored classes without the field, meaning Dynamic: a schema default
+        // would turn them Static under lvms's CRD on the next read.
+        for crd in [lvmcluster().unwrap(), lvmvolumegroup().unwrap()] {
+            let v = serde_json::to_value(&crd).unwrap();
+            let mut found = Vec::new();
+            defaults(&v, &mut Vec::new(), &mut found);
+            let policy: Vec<_> = found
+                .iter()
+                .filter(|p| p.ends_with("deviceDiscoveryPolicy"))
+                .collect();
+            assert!(
+                policy.is_empty(),
+                "{}: schema defaults {policy:?}",
+                file_name(&crd)
+            );
+        }
+        let class: crate::api::DeviceClass =
+            serde_json::from_value(json!({"name": "vg1"})).unwrap();
+        assert_eq!(class.device_discovery_policy, None);
+    }
+}

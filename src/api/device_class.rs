@@ -47,9 +47,11 @@ pub enum MetadataSizePolicy {
     Static,
 }
 
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+// No default on purpose: a schema default would be applied to LVMClusters stored by LVMS
+// without the field (where it means Dynamic) every time they are read (decision 0002).
+/// Static: only the devices found first; Dynamic: new devices join too. Unset means Dynamic.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub enum DeviceDiscoveryPolicySpec {
-    #[default]
     Static,
     Dynamic,
 }
@@ -270,23 +272,15 @@ pub struct DeviceClass {
     /// Filesystem for volumeMode Filesystem PVCs. Immutable.
     #[serde(default)]
     pub fstype: DeviceFilesystemType,
-    /// Static: devices found at install time; Dynamic: keep adding new devices. Ignored with paths.
-    #[serde(
-        default = "default_discovery_policy",
-        skip_serializing_if = "Option::is_none"
-    )]
+    /// Static: devices found at install time; Dynamic: keep adding new devices. Ignored with
+    /// paths. Unset means Dynamic, as LVMS's vg-manager reads it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub device_discovery_policy: Option<DeviceDiscoveryPolicySpec>,
     #[serde(
         default = "default_storage_class_options",
         skip_serializing_if = "Option::is_none"
     )]
     pub storage_class_options: Option<StorageClassOptions>,
-}
-
-/// LVMS defaults new classes to Static in a mutating webhook; lvms has no webhook, so the
-/// CRD schema defaults it (paths override the policy anyway, as in LVMS).
-fn default_discovery_policy() -> Option<DeviceDiscoveryPolicySpec> {
-    Some(DeviceDiscoveryPolicySpec::Static)
 }
 
 impl DeviceClass {

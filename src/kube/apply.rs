@@ -260,3 +260,28 @@ pub async fn edit_finalizers_seen(
         }
     }
 }
+
+/// Removes `keys` from `metadata.annotations` (a merge patch setting each to null: removing is
+/// idempotent, so no guard is needed). A missing object is gone, not an error.
+pub async fn remove_annotations(
+    client: &Client,
+    kind: Kind,
+    namespace: &str,
+    name: &str,
+    keys: &[String],
+) -> Result<Done, UnitError> {
+    let nulls: serde_json::Map<String, Value> =
+        keys.iter().map(|k| (k.clone(), Value::Null)).collect();
+    let patch = Patch::Merge(json!({"metadata": {"annotations": nulls}}));
+    match api(client, kind, namespace)
+        .patch_metadata(name, &PatchParams::default(), &patch)
+        .await
+    {
+        Ok(o) => Ok(rv_detail(&o.metadata)),
+        Err(e) if is_not_found(&e) => Ok(Done::default().with_fact("gone", "true")),
+        Err(e) => Err(unit_error(
+            &format!("annotations of {} {name}", kind.kind()),
+            e,
+        )),
+    }
+}

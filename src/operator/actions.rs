@@ -11,6 +11,8 @@ pub enum ObjectAction {
     /// Finalizer edits (args: the finalizer names).
     AddFinalizer,
     RemoveFinalizer,
+    /// Annotations taken off (args: their keys): a gone node's wiped-devices marker.
+    RemoveAnnotation,
     /// An LVMCluster refused (status Failed and a Warning; args: the reason).
     Reject,
 }
@@ -21,6 +23,7 @@ impl Action for ObjectAction {
         Self::Delete,
         Self::AddFinalizer,
         Self::RemoveFinalizer,
+        Self::RemoveAnnotation,
         Self::Reject,
     ];
 
@@ -30,6 +33,7 @@ impl Action for ObjectAction {
             Self::Delete => "delete",
             Self::AddFinalizer => "add-finalizer",
             Self::RemoveFinalizer => "remove-finalizer",
+            Self::RemoveAnnotation => "remove-annotation",
             Self::Reject => "reject",
         }
     }

@@ -6,6 +6,7 @@ pub mod context;
 pub mod csi;
 pub mod desired;
 pub mod leader;
+pub mod node_removal;
 pub mod nodes;
 pub mod owner;
 pub mod plan;

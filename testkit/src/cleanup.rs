@@ -1,5 +1,8 @@
 //! Leftovers of an earlier scenario: cluster-scoped objects, and lvms objects anywhere.
 
+use k8s_openapi::api::admissionregistration::v1::{
+    ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
+};
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::storage::v1::{CSIDriver, CSINode, StorageClass};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
@@ -89,6 +92,9 @@ pub async fn clean_cluster_scoped(client: &Client) {
     strip_and_delete_cluster::<Node>(client).await;
     delete_all::<CSINode>(client, "csinodes").await;
     delete_all::<StorageClass>(client, "scs").await;
+    // deploy/admission's policies: an install's refusals must not outlive its scenario.
+    delete_all::<ValidatingAdmissionPolicyBinding>(client, "policy bindings").await;
+    delete_all::<ValidatingAdmissionPolicy>(client, "policies").await;
     let _ = Api::<CSIDriver>::all(client.clone())
         .delete("topolvm.io", &DeleteParams::default())
         .await;

@@ -1,12 +1,13 @@
 //! The operator's helpers for users' volumes, against the real csi-provisioner and API server:
 //! LVMS's PVC helper (`NotEnoughCapacity` on a claim no node can hold), its PV helper (the
 //! hostname label; `ClaimReferenceRemoved` once the claim reference is cut), and TopoLVM's
-//! Node finalizer (a deleted Node's claims and LogicalVolumes cleaned up before it goes).
+//! Node finalizer (a deleted Node's claims and LogicalVolumes cleaned up before it goes) and its
+//! PVC reconciler (legacy finalizers, the resize nudge).
 //! Each Event exactly once, to the object it is about.
 
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim};
+use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::events::v1::Event;
 use kube::Api;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
@@ -40,6 +41,138 @@ async fn one_event(client: &kube::Client, ns: &str, reason: &str, name: &str) ->
     })
     .await;
     got.unwrap_or_else(|| panic!("no {reason} Event about {name} in {ns}"))
+}
+
+/// TopoLVM's PVC reconciler on a bound claim in a user's namespace (not the operator's: the
+/// real node tier found the operator watching claims only in its own): its legacy finalizers
+/// (an older TopoLVM's) come off; once the claim's filesystem waits to grow
+/// (`FileSystemResizePending`, written here as csi-resizer writes it after
+/// ControllerExpandVolume), the Pod using it is annotated `topolvm.io/last-resizefs-requested-at`
+/// after that moment, once, and a Pod of another claim is not.
+async fn topolvm_pvc_reconciler(client: &kube::Client, operator_ns: &str, class: &str) {
+    let ns = format!("{operator_ns}-user");
+    Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone())
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": ns}})).unwrap(),
+        )
+        .await
+        .expect("the user's namespace");
+    let ns = ns.as_str();
+    let claim = "user-data";
+    let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), ns);
+    pvcs.create(&PostParams::default(), &self::claim(claim, class, "20Mi"))
+        .await
+        .expect("the user's claim");
+    eventually(SLOW, || async {
+        bound_volume(&pvcs.get(claim).await.ok()?)
+    })
+    .await
+    .expect("the user's claim Bound");
+    pvcs.patch(
+        claim,
+        &PatchParams::default(),
+        &Patch::Json::<()>(
+            serde_json::from_value(json!([
+                {"op": "add", "path": "/metadata/finalizers/-", "value": "topolvm.io/pvc"},
+                {"op": "add", "path": "/metadata/finalizers/-", "value": "topolvm.cybozu.com/pvc"},
+            ]))
+            .unwrap(),
+        ),
+    )
+    .await
+    .expect("legacy finalizers");
+    let cleaned = eventually(SLOW, || async {
+        let f = pvcs
+            .get(claim)
+            .await
+            .ok()?
+            .metadata
+            .finalizers
+            .unwrap_or_default();
+        (!f.iter()
+            .any(|x| x.ends_with("/pvc") && x.starts_with("topolvm")))
+        .then_some(f)
+    })
+    .await
+    .expect("the legacy finalizers never came off");
+    assert!(
+        cleaned.iter().any(|f| f == "kubernetes.io/pvc-protection"),
+        "only the legacy ones: {cleaned:?}"
+    );
+
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    for (name, c) in [("uses-data", claim), ("uses-other", "other")] {
+        let pod: Pod = serde_json::from_value(json!({
+            "metadata": {"name": name},
+            "spec": {"containers": [{"name": "c", "image": "busybox"}],
+                     "volumes": [{"name": "v", "persistentVolumeClaim": {"claimName": c}}]},
+        }))
+        .unwrap();
+        pods.create(&PostParams::default(), &pod)
+            .await
+            .expect("pod");
+    }
+    let since = k8s_openapi::jiff::Timestamp::now();
+    pvcs.patch_status(
+        claim,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"conditions": [{
+            "type": "FileSystemResizePending", "status": "True",
+            "lastTransitionTime": since.to_string(),
+        }]}})),
+    )
+    .await
+    .expect("FileSystemResizePending");
+    let key = "topolvm.io/last-resizefs-requested-at";
+    let at = eventually(SLOW, || async {
+        pods.get("uses-data")
+            .await
+            .ok()?
+            .metadata
+            .annotations?
+            .get(key)
+            .cloned()
+    })
+    .await
+    .expect("the claim's Pod never nudged");
+    let at: k8s_openapi::jiff::Timestamp = at.parse().expect("an RFC 3339 time");
+    // Seconds precision of the condition: the nudge is not before its second.
+    assert!(at.as_second() >= since.as_second(), "{at} before {since}");
+    // Once: a later pass (the helper looks again) leaves it as it is.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let again = pods
+        .get("uses-data")
+        .await
+        .unwrap()
+        .metadata
+        .annotations
+        .unwrap();
+    assert_eq!(
+        again[key].parse::<k8s_openapi::jiff::Timestamp>().unwrap(),
+        at
+    );
+    let other = pods.get("uses-other").await.unwrap().metadata.annotations;
+    assert!(
+        other.as_ref().is_none_or(|a| !a.contains_key(key)),
+        "{other:?}"
+    );
+    for p in ["uses-data", "uses-other"] {
+        pods.delete(p, &DeleteParams::default())
+            .await
+            .expect("delete pod");
+    }
+    pvcs.delete(claim, &DeleteParams::default())
+        .await
+        .expect("delete claim");
+    eventually(SLOW, || async {
+        pvcs.get_opt(claim).await.ok()?.is_none().then_some(())
+    })
+    .await
+    .expect("the user's claim deleted");
+    let _ = Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone())
+        .delete(ns, &DeleteParams::default())
+        .await;
 }
 
 fn bound_volume(c: &PersistentVolumeClaim) -> Option<String> {
@@ -119,6 +252,7 @@ async fn claims_pvs_and_a_deleted_node_are_looked_after_as_lvms_and_topolvm_do()
         labelled.is_some(),
         "PV {pv_name} never got kubernetes.io/hostname={NODE}"
     );
+    topolvm_pvc_reconciler(&client, &ns, &n.class).await;
 
     // Cut the claim reference: the PV is no longer managed; LVMS's Warning, in `default`.
     pvs.patch(

@@ -457,3 +457,109 @@ async fn a_watch_the_operator_may_not_list_is_named_by_readyz() {
         "no error line naming the missing rule"
     );
 }
+
+/// A create with `dryRun=All` (admission runs, nothing is stored): its HTTP status, the
+/// `Warning` headers' texts and the body.
+async fn dry_create(client: &kube::Client, ns: &str, obj: &Value) -> (u16, Vec<String>, String) {
+    let req = http::Request::post(format!(
+        "/apis/lvm.topolvm.io/v1alpha1/namespaces/{ns}/lvmclusters?dryRun=All"
+    ))
+    .header("content-type", "application/json")
+    .body(serde_json::to_vec(obj).unwrap().into())
+    .unwrap();
+    let resp = client.send(req).await.expect("the API server answers");
+    let status = resp.status().as_u16();
+    let warnings = resp
+        .headers()
+        .get_all("warning")
+        .iter()
+        .filter_map(|v| v.to_str().ok().map(str::to_string))
+        .collect();
+    let body = resp
+        .into_body()
+        .collect_bytes()
+        .await
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .unwrap_or_default();
+    (status, warnings, body)
+}
+
+/// LVMS's LVMCluster webhook, as ValidatingAdmissionPolicies the real API server runs
+/// (deploy/admission): its warnings on a create or an edit, its refusal of an LVMCluster
+/// outside the operator's namespace (read from the installed ClusterRoleBinding, so the
+/// namespace overlay needs no edit) and of a second LVMCluster.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admission_policies_warn_and_refuse_as_lvms_webhook_did() {
+    let s = Scenario::new("admission").await;
+    install(&s).await;
+    let c = &s.client;
+    let risky = lvm_cluster(
+        "my-lvmcluster",
+        json!([{"name": "vg1",
+                "thinPoolConfig": {"name": "tp1", "sizePercent": 95, "overprovisionRatio": 10,
+                                   "metadataSizeCalculationPolicy": "Static"}}]),
+    );
+    // The policies compile and their bindings take effect asynchronously.
+    let warnings = eventually(T, || async {
+        let (status, w, body) = dry_create(c, &s.ns.name, &risky).await;
+        assert_eq!(status, 201, "{body}");
+        (w.len() >= 5).then_some(w)
+    })
+    .await
+    .expect("the warnings never came");
+    let all = warnings.join("\n");
+    for words in [
+        "ThinPoolConfig.SizePercent for tp1 (device class vg1) is greater than 90%",
+        "no default deviceClass was specified",
+        "no device path(s) under deviceSelector.paths was specified for the vg1 deviceClass",
+        "deviceDiscoveryPolicy is unset (Dynamic) for device class vg1 without explicit device paths",
+        "metadata size is unset for the Static policy of device class vg1: lvms sets it to 1Gi",
+    ] {
+        assert!(all.contains(words), "missing {words:?} in:\n{all}");
+    }
+    // A careful cluster draws none.
+    let careful = lvm_cluster(
+        "my-lvmcluster",
+        json!([{"name": "vg1", "default": true, "deviceSelector": {"paths": ["/dev/loop10"]},
+                "thinPoolConfig": {"name": "tp1", "sizePercent": 90, "overprovisionRatio": 10}}]),
+    );
+    let (status, w, body) = dry_create(c, &s.ns.name, &careful).await;
+    assert_eq!((status, w.len()), (201, 0), "{w:?} {body}");
+
+    // Elsewhere: refused, naming the namespace to use.
+    let (status, _, body) = dry_create(c, "default", &careful).await;
+    assert_eq!(status, 403, "{body}");
+    assert!(
+        body.contains(&format!(
+            "creating LVMCluster is only supported within namespace {}",
+            s.ns.name
+        )) && body.contains("not default"),
+        "{body}"
+    );
+
+    // A second one: refused, naming the first; the first stays editable.
+    s.create_cluster(careful.clone()).await;
+    let mut second = careful.clone();
+    second["metadata"]["name"] = json!("second");
+    let body = eventually(T, || async {
+        let (status, _, body) = dry_create(c, &s.ns.name, &second).await;
+        (status == 403).then_some(body)
+    })
+    .await
+    .expect("a second LVMCluster was never refused");
+    assert!(
+        body.contains(&format!(
+            "LVMCluster exists at {}/my-lvmcluster: duplicate LVMClusters are not allowed",
+            s.ns.name
+        )),
+        "{body}"
+    );
+    s.clusters()
+        .patch(
+            "my-lvmcluster",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"edited": "yes"}}})),
+        )
+        .await
+        .expect("an edit of the one LVMCluster");
+}

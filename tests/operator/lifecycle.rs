@@ -501,3 +501,103 @@ async fn a_not_ready_node_is_reported_until_its_taint_is_lifted() {
     .await
     .expect("ResourcesAvailable=True once no node is held back");
 }
+
+/// LVMS's node-removal controller, day 2: a node deleted while the cluster lives leaves its
+/// vg-manager's cleanup finalizer and its wiped-devices annotation on the LVMVolumeGroups. The
+/// finalizer comes off (else removing the class would hang on it for good) and so does the
+/// annotation (a node re-created under that name is wiped as a new node); a live node's keep.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_nodes_finalizer_and_wiped_marker_come_off_while_the_cluster_lives() {
+    let s = Scenario::new("op-node-gone").await;
+    let c = &s.client;
+    create_node(c, "node-a", false).await;
+    let _op = s.operator(&[], &[]);
+    s.create_cluster(two_classes("my-lvmcluster")).await;
+    let vgs: Api<LVMVolumeGroup> = Api::namespaced(c.clone(), &s.ns.name);
+    eventually(T, || async { vgs.get_opt("bulk").await.unwrap() })
+        .await
+        .expect("LVMVolumeGroup bulk");
+    // What two vg-managers would have written: node-a (alive) and node-gone (deleted since).
+    let keys = |node: &str| {
+        (
+            format!("cleanup.vgmanager.node.topolvm.io/{node}"),
+            format!("wiped.devices.lvms.openshift.io/{node}"),
+        )
+    };
+    let (fin_a, wiped_a) = keys("node-a");
+    let (fin_gone, wiped_gone) = keys("node-gone");
+    for vg in ["fast", "bulk"] {
+        vgs.patch(
+            vg,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {
+                "finalizers": [fin_a, fin_gone],
+                "annotations": {wiped_a.clone(): "wiped", wiped_gone.clone(): "wiped"},
+            }})),
+        )
+        .await
+        .unwrap();
+    }
+    for vg in ["fast", "bulk"] {
+        let v = eventually(T, || async {
+            vgs.get_opt(vg).await.unwrap().filter(|v| {
+                !v.finalizers().contains(&fin_gone) && !v.annotations().contains_key(&wiped_gone)
+            })
+        })
+        .await
+        .unwrap_or_else(|| panic!("{vg}: the gone node's finalizer and annotation stay"));
+        assert!(
+            v.finalizers().contains(&fin_a),
+            "{vg}: {:?}",
+            v.finalizers()
+        );
+        assert!(
+            v.annotations().contains_key(&wiped_a),
+            "{vg}: {:?}",
+            v.annotations()
+        );
+        assert!(v.metadata.deletion_timestamp.is_none());
+    }
+    // Day 2: class `bulk` removed. Its LVMVolumeGroup goes once node-a's vg-manager lets go
+    // (the test plays it: there is no vg-manager here); no node-gone finalizer holds it.
+    s.patch_cluster(
+        "my-lvmcluster",
+        &json!({"spec": {"storage": {"deviceClasses": [
+            {"name": "fast", "default": true,
+             "deviceSelector": {"paths": ["/dev/loop10"]},
+             "thinPoolConfig": {"name": "thin-pool-1", "overprovisionRatio": 5},
+             "storageClassOptions": {"additionalLabels": {"tier": "fast"}}}
+        ]}}}),
+    )
+    .await;
+    eventually(T, || async {
+        vgs.get_opt("bulk")
+            .await
+            .unwrap()
+            .filter(|v| v.metadata.deletion_timestamp.is_some())
+    })
+    .await
+    .expect("bulk marked for deletion");
+    // node-a's vg-manager lets go of its own finalizer only: whatever else is left holds it.
+    let held = vgs.get("bulk").await.unwrap().finalizers().to_vec();
+    let rest: Vec<&String> = held.iter().filter(|f| **f != fin_a).collect();
+    vgs.patch(
+        "bulk",
+        &PatchParams::default(),
+        &Patch::Json::<()>(
+            serde_json::from_value(json!([
+                {"op": "test", "path": "/metadata/finalizers", "value": held},
+                {"op": "replace", "path": "/metadata/finalizers", "value": rest},
+            ]))
+            .unwrap(),
+        ),
+    )
+    .await
+    .unwrap();
+    eventually(T, || async {
+        vgs.get_opt("bulk").await.unwrap().is_none().then_some(())
+    })
+    .await
+    .expect("bulk deleted");
+    assert_no_duplicate_events(&s.events().await);
+}

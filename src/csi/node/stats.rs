@@ -78,9 +78,57 @@ pub fn block_size(path: &Path) -> std::io::Result<u64> {
     std::fs::File::open(path)?.seek(std::io::SeekFrom::End(0))
 }
 
+/// What is wrong with an LV by its `lv_attr` (lvs(8)), as TopoLVM's `VerifyHealth` judges
+/// it: the 9th character (health) read by the 1st (type), then the 5th (state), then the 6th
+/// (open). None: healthy. An attr too short to hold those is unknown, not healthy.
+pub fn unhealthy(attr: &str) -> Option<&'static str> {
+    let c: Vec<char> = attr.chars().collect();
+    let (Some(&kind), Some(&state), Some(&open), Some(&health)) =
+        (c.first(), c.get(4), c.get(5), c.get(8))
+    else {
+        return Some("has an lv_attr lvs(8) does not write: verify on the node");
+    };
+    match health {
+        'p' => return Some("is partial: one of its physical volumes is missing"),
+        'X' => return Some("has an unknown health: verify on the node"),
+        'E' => return Some("has a write cache error (dm-writecache)"),
+        _ => {}
+    }
+    match (kind, health) {
+        ('t', 'F') => return Some("is in a failed thin pool: no I/O is permitted"),
+        ('t', 'D') => return Some("is a thin pool out of data space: writes fail until it grows"),
+        ('t', 'M') => {
+            return Some("is a thin pool with read-only metadata: no metadata change is allowed");
+        }
+        ('V', 'F') => return Some("is a thin volume whose pool failed: no I/O is permitted"),
+        ('r' | 'R', 'r') => {
+            return Some(
+                "needs a refresh: a RAID member had a write error (refresh or replace it)",
+            );
+        }
+        ('r' | 'R', 'm') => {
+            return Some("has RAID mismatches: run a check/repair scrub (lvchange --syncaction)");
+        }
+        ('r' | 'R', 's') => return Some("is reshaping (RAID)"),
+        ('r' | 'R', 'R') => return Some("has RAID images freed by a reshape"),
+        ('r' | 'R', 'w') => return Some("has a RAID member marked write-mostly"),
+        _ => {}
+    }
+    match state {
+        's' | 'S' => return Some("is suspended: no I/O is permitted"),
+        'I' => return Some("is an invalid snapshot: no I/O is permitted"),
+        'm' | 'M' => return Some("has a failed snapshot merge: no I/O is permitted"),
+        'i' => return Some("has a mapped device with inactive tables: no I/O is permitted"),
+        'd' => return Some("has a mapped device without tables: no I/O is permitted"),
+        'c' | 'C' => return Some("needs a thin pool check"),
+        'X' => return Some("has an unknown state: verify on the node"),
+        'h' => return Some("is historical (removed, kept in lvm2's records)"),
+        _ => {}
+    }
+    (open == 'X').then_some("has an unknown device open state: verify on the node")
+}
+
 /// The volume's condition from its LV's `lv_attr` (None: lvm2 was read and has no such LV).
-/// The 9th character is the volume health (lvs(8)): `p` partial (a PV is missing), `r` refresh
-/// needed, `m` mismatches, `w` writemostly, `X` unknown; `-` is healthy.
 pub fn condition(volume_id: &str, attr: Option<&str>) -> VolumeCondition {
     let Some(attr) = attr else {
         return VolumeCondition {
@@ -90,14 +138,7 @@ pub fn condition(volume_id: &str, attr: Option<&str>) -> VolumeCondition {
             ),
         };
     };
-    let why = match attr.chars().nth(8) {
-        Some('p') => Some("partial: one of its physical volumes is missing"),
-        Some('r') => Some("needs a refresh"),
-        Some('m') => Some("has mismatches"),
-        Some('X') => Some("health unknown"),
-        _ => None,
-    };
-    match why {
+    match unhealthy(attr) {
         Some(w) => VolumeCondition {
             abnormal: true,
             message: format!("logical volume {volume_id} {w} (lv_attr {attr})"),
@@ -132,6 +173,57 @@ mod tests {
         assert_eq!((u[1].total, u[1].used, u[1].available), (64, 4, 60));
         assert_eq!(u[1].unit, Unit::Inodes as i32);
         assert_eq!(block_usage(5 << 20)[0].total, 5 << 20);
+    }
+
+    /// TopoLVM's `VerifyHealth` states, each abnormal with its own words; healthy ones not.
+    #[test]
+    fn every_state_topolvm_reports_is_abnormal() {
+        for healthy in [
+            "-wi-a-----",
+            "Vwi-aotz--",
+            "Vwi---tz--",
+            "twi-aotz--",
+            "rwi-aor---",
+            "-wi-ao----",
+        ] {
+            assert_eq!(unhealthy(healthy), None, "{healthy}");
+        }
+        let cases = [
+            ("-wi-a---p-", "partial"),
+            ("-wi-a---X-", "unknown health"),
+            ("Cwi-aoC-E-", "write cache"),
+            ("twi-aotzF-", "failed thin pool"),
+            ("twi-aotzD-", "out of data space"),
+            ("twi-aotzM-", "read-only metadata"),
+            ("Vwi-aotzF-", "pool failed"),
+            ("rwi-aor-r-", "refresh"),
+            ("rwi-aor-m-", "mismatches"),
+            ("rwi-aor-s-", "reshaping"),
+            ("Rwi-aor-R-", "freed by a reshape"),
+            ("rwi-aor-w-", "write-mostly"),
+            ("-wi-s-----", "suspended"),
+            ("swi-S-s---", "suspended"),
+            ("swi-I-s---", "invalid snapshot"),
+            ("Owi-m-s---", "merge"),
+            ("Owi-M-s---", "merge"),
+            ("-wi-i-----", "inactive tables"),
+            ("-wi-d-----", "without tables"),
+            ("twi-c-tz--", "thin pool check"),
+            ("twi-C-tz--", "thin pool check"),
+            ("-wi-X-----", "unknown state"),
+            ("-wi-h-----", "historical"),
+            ("-wi-aX----", "open state"),
+            ("-wi", "does not write"),
+        ];
+        for (attr, words) in cases {
+            let why = unhealthy(attr).unwrap_or_else(|| panic!("{attr} read as healthy"));
+            assert!(why.contains(words), "{attr}: {why}");
+            let c = condition("v", Some(attr));
+            assert!(c.abnormal && c.message.contains(attr), "{c:?}");
+        }
+        // 'F', 'D', 'M' mean something only on thin pools/volumes; 'w' only on RAID.
+        assert_eq!(unhealthy("-wi-a---D-"), None);
+        assert_eq!(unhealthy("-wi-a---w-"), None);
     }
 
     #[test]

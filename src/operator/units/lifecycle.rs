@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use lvms_actors::{
@@ -18,9 +18,10 @@ use serde_json::json;
 use tracing::info;
 
 use super::objects::{delete_object, seen_finalizers};
+use crate::api::topolvm::NODE_FINALIZER;
 use crate::api::{
     CONDITION_RESOURCES_AVAILABLE, LOGICAL_VOLUME_FINALIZER, LVMCLUSTER_FINALIZER, LVMCluster,
-    LVMStateType, LogicalVolume, NODE_CLEANUP_FINALIZER_PREFIX,
+    LVMStateType, LogicalVolume,
 };
 use crate::kube::apply;
 use crate::kube::kinds::Kind;
@@ -28,6 +29,7 @@ use crate::operator::actions::ObjectAction;
 use crate::operator::context::{Ctx, object_ref};
 use crate::operator::desired::csi_driver::CSI_DRIVER_NAME;
 use crate::operator::desired::daemonset::vg_manager_labels;
+use crate::operator::node_removal::{gone_node_edits, node_finalizers_to_release, nodes_named};
 use crate::operator::plan::{Step, plan};
 use crate::operator::singleton::Rejected;
 
@@ -187,44 +189,114 @@ impl LifecycleUnit {
         Ok(None)
     }
 
-    /// Per-node cleanup finalizers of nodes that no longer exist would block forever.
-    async fn strip_gone_node_finalizers(&self, steps: &Steps) -> Result<(), UnitError> {
-        let nodes: BTreeSet<String> = self
-            .ctx
+    /// The Nodes the cache holds (synced before any unit runs).
+    fn node_names(&self) -> BTreeSet<String> {
+        self.ctx
             .caches
             .nodes
             .state()
             .iter()
             .filter_map(|n| n.metadata.name.clone())
-            .collect();
-        for vg in self.ctx.caches.volume_groups.state() {
-            let stale: Vec<String> = vg
-                .metadata
-                .finalizers
-                .iter()
-                .flatten()
-                .filter(|f| {
-                    f.strip_prefix(NODE_CLEANUP_FINALIZER_PREFIX)
-                        .is_some_and(|node| !nodes.contains(node))
-                })
-                .cloned()
-                .collect();
-            if stale.is_empty() {
-                continue;
+            .collect()
+    }
+
+    /// LVMS's node-removal controller: a gone node's cleanup finalizer on an LVMVolumeGroup
+    /// would block its deletion forever (a day-2 class removal as much as the teardown), and
+    /// its wiped-devices annotation would keep a node re-created under its name from being
+    /// wiped. Each edit is a step on the LVMVolumeGroup; nothing to do costs no API call.
+    async fn release_gone_nodes(&self, steps: &Steps) -> Result<(), UnitError> {
+        let vgs = self.ctx.caches.volume_groups.state();
+        let mut nodes = self.node_names();
+        let mut edits = gone_node_edits(vgs.iter().map(AsRef::as_ref), &nodes);
+        if edits.is_empty() {
+            return Ok(());
+        }
+        // Gone from the cache is not yet seen gone: the API server says so for each.
+        let api: Api<Node> = Api::all(self.ctx.client.clone());
+        for n in nodes_named(&edits) {
+            let found = api
+                .get_metadata_opt(&n)
+                .await
+                .map_err(|e| apply::unit_error(&format!("get Node {n}"), e))?;
+            if found.is_some() {
+                nodes.insert(n);
             }
-            let ns = vg.metadata.namespace.clone().unwrap_or_default();
-            let name = vg.metadata.name.clone().unwrap_or_default();
-            let spec = StepSpec::new(object_ref(vg.as_ref()), ObjectAction::RemoveFinalizer)
-                .args(stale.clone());
-            let client = &self.ctx.client;
+        }
+        edits = gone_node_edits(vgs.iter().map(AsRef::as_ref), &nodes);
+        let client = &self.ctx.client;
+        for e in edits {
+            let (ns, name) = (&e.target.namespace, &e.target.name);
+            if !e.finalizers.is_empty() {
+                let stale = e.finalizers.clone();
+                let spec = StepSpec::new(e.target.clone(), ObjectAction::RemoveFinalizer)
+                    .args(stale.clone());
+                steps
+                    .run(spec, || {
+                        apply::edit_finalizers(client, Kind::VolumeGroup, ns, name, |f| {
+                            f.retain(|x| !stale.contains(x))
+                        })
+                    })
+                    .await?;
+            }
+            if !e.annotations.is_empty() {
+                let spec = StepSpec::new(e.target.clone(), ObjectAction::RemoveAnnotation)
+                    .args(e.annotations.clone());
+                steps
+                    .run(spec, || {
+                        apply::remove_annotations(
+                            client,
+                            Kind::VolumeGroup,
+                            ns,
+                            name,
+                            &e.annotations,
+                        )
+                    })
+                    .await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// TopoLVM's `topolvm.io/node` off the Nodes whose vg-manager is gone and that hold no
+    /// LogicalVolume (a journaled step each): with lvms uninstalled nothing else would remove it.
+    async fn release_node_finalizers(&self, steps: &Steps) -> Result<(), UnitError> {
+        let volumes = Api::<LogicalVolume>::all(self.ctx.client.clone())
+            .list(&ListParams::default())
+            .await
+            .map_err(|e| apply::unit_error("list LogicalVolumes", e))?;
+        let volume_nodes: BTreeSet<String> = volumes
+            .items
+            .iter()
+            .map(|lv| lv.spec.node_name.clone())
+            .collect();
+        let nodes = self.ctx.caches.nodes.state();
+        let release = node_finalizers_to_release(nodes.iter().map(AsRef::as_ref), &volume_nodes);
+        let client = &self.ctx.client;
+        for name in release {
+            let Some(node) = nodes
+                .iter()
+                .find(|n| n.metadata.name.as_deref() == Some(name.as_str()))
+            else {
+                continue;
+            };
+            let spec = StepSpec::new(object_ref(node.as_ref()), ObjectAction::RemoveFinalizer)
+                .args(vec![NODE_FINALIZER.into()]);
             steps
                 .run(spec, || {
-                    apply::edit_finalizers(client, Kind::VolumeGroup, &ns, &name, |f| {
-                        f.retain(|x| !stale.contains(x))
+                    apply::edit_finalizers(client, Kind::Node, "", &name, |f| {
+                        f.retain(|x| x != NODE_FINALIZER)
                     })
                 })
                 .await?;
         }
+        Ok(())
+    }
+
+    /// What nodes that no longer exist hold: [`Self::release_gone_nodes`], and the
+    /// LogicalVolumes' finalizers (at teardown only: it lists every LogicalVolume).
+    async fn strip_gone_node_finalizers(&self, steps: &Steps) -> Result<(), UnitError> {
+        self.release_gone_nodes(steps).await?;
+        let nodes = self.node_names();
         // LVMS: `topolvm.io/logicalvolume` on LogicalVolumes of nodes that are gone (no
         // vg-manager there will ever remove it, and DeleteVolume would wait forever).
         let volumes = Api::<LogicalVolume>::all(self.ctx.client.clone())
@@ -376,6 +448,7 @@ impl LifecycleUnit {
                         "teardown: waiting for {pods} vg-manager pod(s) to go away"
                     )));
                 }
+                self.release_node_finalizers(steps).await?;
             }
             if kind == Kind::CsiDriver {
                 let registered = self.registered_csi_nodes();
@@ -437,6 +510,7 @@ impl Unit for LifecycleUnit {
         if !has_finalizer {
             self.edit_cluster_finalizer(steps, &cluster, true).await?;
         }
+        self.release_gone_nodes(steps).await?;
         Ok(Pass {
             summary: format!("reconciling {}", object_ref(cluster.as_ref())),
             requeue_after: None,

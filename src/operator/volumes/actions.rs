@@ -16,6 +16,12 @@ pub enum VolumeHelperAction {
     ReleaseLogicalVolume,
     /// Remove `topolvm.io/node` from a Node once its volumes are cleaned up.
     RemoveNodeFinalizer,
+    /// Remove TopoLVM's legacy claim finalizers (`topolvm.io/pvc`, `topolvm.cybozu.com/pvc`).
+    /// Args: the finalizers.
+    RemoveLegacyClaimFinalizer,
+    /// Annotate a Pod `topolvm.io/last-resizefs-requested-at` so kubelet grows the filesystem
+    /// of a claim it mounts now. Args: the claim.
+    NudgeResizeFs,
 }
 
 impl Action for VolumeHelperAction {
@@ -26,6 +32,8 @@ impl Action for VolumeHelperAction {
         Self::DeleteClaim,
         Self::ReleaseLogicalVolume,
         Self::RemoveNodeFinalizer,
+        Self::RemoveLegacyClaimFinalizer,
+        Self::NudgeResizeFs,
     ];
 
     fn name(self) -> &'static str {
@@ -36,6 +44,8 @@ impl Action for VolumeHelperAction {
             Self::DeleteClaim => "delete-claim",
             Self::ReleaseLogicalVolume => "release-logical-volume",
             Self::RemoveNodeFinalizer => "remove-node-finalizer",
+            Self::RemoveLegacyClaimFinalizer => "remove-legacy-claim-finalizer",
+            Self::NudgeResizeFs => "nudge-resizefs",
         }
     }
 }

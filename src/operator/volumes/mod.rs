@@ -1,13 +1,14 @@
 //! The operator's helpers for the volumes users own, as LVMS and TopoLVM run them next to the
 //! CSI controller: LVMS's PV helper (`ClaimReferenceRemoved`, the hostname label), its PVC
-//! helper (`NotEnoughCapacity`), and TopoLVM's Node finalizer (a deleted Node's claims and
-//! LogicalVolumes cleaned up). Pure decisions here; the units in `operator::units` journal
+//! helper (`NotEnoughCapacity`), TopoLVM's Node finalizer (a deleted Node's claims and
+//! LogicalVolumes cleaned up) and its PVC reconciler (legacy finalizers, the resize nudge). Pure decisions here; the units in `operator::units` journal
 //! and apply them.
 
 pub mod actions;
 pub mod claims;
 pub mod node_cleanup;
 pub mod persistent_volumes;
+pub mod resize;
 
 /// LVMS's StorageClass prefix: `lvms-<device class>`.
 pub const STORAGE_CLASS_PREFIX: &str = "lvms-";

@@ -123,10 +123,21 @@ pub fn helm_bin() -> PathBuf {
 
 /// `helm template lvms <chart> --include-crds --set k=v ...`, as JSON objects.
 pub fn helm_template(chart: &Path, set: &[(&str, &str)]) -> Result<Vec<Value>, DeployError> {
+    helm_template_args(chart, set, &[])
+}
+
+/// [`helm_template`] with more of helm's arguments (e.g. `--api-versions`, the cluster's APIs
+/// as `helm install` would discover them).
+pub fn helm_template_args(
+    chart: &Path,
+    set: &[(&str, &str)],
+    args: &[&str],
+) -> Result<Vec<Value>, DeployError> {
     let mut cmd = std::process::Command::new(helm_bin());
     cmd.args(["template", "lvms"])
         .arg(chart)
-        .arg("--include-crds");
+        .arg("--include-crds")
+        .args(args);
     for (k, v) in set {
         cmd.arg("--set").arg(format!("{k}={v}"));
     }
