@@ -4,8 +4,8 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::Api;
 use kube::api::{Patch, PatchParams};
 use lvms::api::{
-    ChunkSizeCalculationPolicy, DeviceDiscoveryPolicySpec, DeviceFilesystemType, LVMCluster,
-    MetadataSizePolicy, ReclaimPolicy, VolumeBindingMode,
+    ChunkSizeCalculationPolicy, DeviceFilesystemType, LVMCluster, MetadataSizePolicy,
+    ReclaimPolicy, VolumeBindingMode,
 };
 
 use lvms_testkit::{TestNs, client};
@@ -88,10 +88,8 @@ async fn thick_sample_is_accepted_with_defaults() {
     let dc = &got.spec.storage.device_classes[0];
     assert!(dc.thin_pool_config.is_none());
     assert_eq!(dc.fstype, DeviceFilesystemType::Ext4);
-    assert_eq!(
-        dc.device_discovery_policy,
-        Some(DeviceDiscoveryPolicySpec::Static)
-    );
+    // No schema default: an unset policy stays unset (Dynamic), as LVMS stored it.
+    assert_eq!(dc.device_discovery_policy, None);
     assert!(dc.storage_class_options.is_some());
 }
 
