@@ -70,7 +70,7 @@ pub fn gone_node_edits<'a>(
 pub fn node_finalizers_to_release<'a>(
     nodes: impl IntoIterator<Item = &'a k8s_openapi::api::core::v1::Node>,
     volume_nodes: &BTreeSet<String>,
-) -> Vec<String> {
+) -> Vec<&'a k8s_openapi::api::core::v1::Node> {
     nodes
         .into_iter()
         .filter(|n| {
@@ -80,8 +80,12 @@ pub fn node_finalizers_to_release<'a>(
                 .flatten()
                 .any(|f| f == crate::api::topolvm::NODE_FINALIZER)
         })
-        .filter_map(|n| n.metadata.name.clone())
-        .filter(|n| !volume_nodes.contains(n))
+        .filter(|n| {
+            n.metadata
+                .name
+                .as_ref()
+                .is_some_and(|name| !volume_nodes.contains(name))
+        })
         .collect()
 }
 
@@ -170,7 +174,11 @@ mod tests {
             node("never-had-it", &["other.io/keep"]),
         ];
         let with_volumes: BTreeSet<String> = ["holds-a-volume".to_string()].into();
-        assert_eq!(node_finalizers_to_release(&nodes, &with_volumes), ["empty"]);
+        let names: Vec<_> = node_finalizers_to_release(&nodes, &with_volumes)
+            .iter()
+            .filter_map(|n| n.metadata.name.as_deref())
+            .collect();
+        assert_eq!(names, ["empty"]);
     }
 
     #[test]

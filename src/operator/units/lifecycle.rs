@@ -257,29 +257,29 @@ impl LifecycleUnit {
         Ok(())
     }
 
+    /// Every LogicalVolume, read from the API server (teardown only: the operator caches none).
+    async fn logical_volumes(&self) -> Result<Vec<LogicalVolume>, UnitError> {
+        Api::<LogicalVolume>::all(self.ctx.client.clone())
+            .list(&ListParams::default())
+            .await
+            .map(|l| l.items)
+            .map_err(|e| apply::unit_error("list LogicalVolumes", e))
+    }
+
     /// TopoLVM's `topolvm.io/node` off the Nodes whose vg-manager is gone and that hold no
     /// LogicalVolume (a journaled step each): with lvms uninstalled nothing else would remove it.
     async fn release_node_finalizers(&self, steps: &Steps) -> Result<(), UnitError> {
-        let volumes = Api::<LogicalVolume>::all(self.ctx.client.clone())
-            .list(&ListParams::default())
-            .await
-            .map_err(|e| apply::unit_error("list LogicalVolumes", e))?;
-        let volume_nodes: BTreeSet<String> = volumes
-            .items
-            .iter()
-            .map(|lv| lv.spec.node_name.clone())
+        let volume_nodes: BTreeSet<String> = self
+            .logical_volumes()
+            .await?
+            .into_iter()
+            .map(|lv| lv.spec.node_name)
             .collect();
         let nodes = self.ctx.caches.nodes.state();
-        let release = node_finalizers_to_release(nodes.iter().map(AsRef::as_ref), &volume_nodes);
         let client = &self.ctx.client;
-        for name in release {
-            let Some(node) = nodes
-                .iter()
-                .find(|n| n.metadata.name.as_deref() == Some(name.as_str()))
-            else {
-                continue;
-            };
-            let spec = StepSpec::new(object_ref(node.as_ref()), ObjectAction::RemoveFinalizer)
+        for node in node_finalizers_to_release(nodes.iter().map(AsRef::as_ref), &volume_nodes) {
+            let name = node.metadata.name.clone().unwrap_or_default();
+            let spec = StepSpec::new(object_ref(node), ObjectAction::RemoveFinalizer)
                 .args(vec![NODE_FINALIZER.into()]);
             steps
                 .run(spec, || {
@@ -299,11 +299,7 @@ impl LifecycleUnit {
         let nodes = self.node_names();
         // LVMS: `topolvm.io/logicalvolume` on LogicalVolumes of nodes that are gone (no
         // vg-manager there will ever remove it, and DeleteVolume would wait forever).
-        let volumes = Api::<LogicalVolume>::all(self.ctx.client.clone())
-            .list(&ListParams::default())
-            .await
-            .map_err(|e| apply::unit_error("list LogicalVolumes", e))?;
-        for lv in volumes.items {
+        for lv in self.logical_volumes().await? {
             let held = lv
                 .metadata
                 .finalizers

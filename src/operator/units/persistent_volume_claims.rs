@@ -12,7 +12,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::Api;
 use kube::api::{ListParams, Patch, PatchParams};
 use lvms_actors::{Action, Done, Pass, StepSpec, Steps, Unit, UnitError};
-use lvms_journal::{EventNote, Intent, ObjectRef, Replayed};
+use lvms_journal::{EventNote, Intent, Replayed};
 use serde_json::json;
 use tracing::{info, warn};
 
@@ -83,20 +83,11 @@ impl PersistentVolumeClaimsUnit {
                 .map_err(|e| unit_error(&format!("list Pods of {ns}"), e))?
                 .items;
             for (claim, since, uid) in claims {
-                for pod in pods_to_nudge(&claim, since, &pods) {
-                    let target = pods
-                        .iter()
-                        .find(|p| p.metadata.name.as_deref() == Some(pod.as_str()))
-                        .map(ref_of)
-                        .unwrap_or_else(|| ObjectRef {
-                            kind: "Pod".into(),
-                            namespace: ns.clone(),
-                            name: pod.clone(),
-                            ..ObjectRef::default()
-                        });
+                for target in pods_to_nudge(&claim, since, &pods) {
+                    let pod = target.metadata.name.clone().unwrap_or_default();
                     // Not `run_once`: a failed patch is tried again by the next pass, and a
                     // nudged Pod's annotation (after `since`) keeps it from being nudged twice.
-                    let spec = StepSpec::new(target, A::NudgeResizeFs)
+                    let spec = StepSpec::new(ref_of(target), A::NudgeResizeFs)
                         .args(vec![claim.clone()])
                         .digest(format!("{uid}/{}", since.as_second()));
                     let api = Api::<Pod>::namespaced(client.clone(), &ns);

@@ -58,7 +58,7 @@ pub fn resize_pending_since(
 /// The Pods of `pods` (the claim's namespace) that mount `claim` and were not nudged since
 /// `since`: no annotation, one that does not parse (someone wrote it wrong: write it again, as
 /// TopoLVM does), or one not after `since`.
-pub fn pods_to_nudge(claim: &str, since: Timestamp, pods: &[Pod]) -> Vec<String> {
+pub fn pods_to_nudge<'a>(claim: &str, since: Timestamp, pods: &'a [Pod]) -> Vec<&'a Pod> {
     pods.iter()
         .filter(|p| p.metadata.deletion_timestamp.is_none())
         .filter(|p| {
@@ -80,7 +80,6 @@ pub fn pods_to_nudge(claim: &str, since: Timestamp, pods: &[Pod]) -> Vec<String>
                 .and_then(|v| v.parse::<Timestamp>().ok());
             last.is_none_or(|t| t <= since)
         })
-        .filter_map(|p| p.metadata.name.clone())
         .collect()
 }
 
@@ -142,9 +141,10 @@ mod tests {
             pod("garbage", "data", Some("yesterday")),
             pod("other-claim", "logs", None),
         ];
-        assert_eq!(
-            pods_to_nudge("data", since, &pods),
-            ["fresh", "before", "garbage"]
-        );
+        let names: Vec<_> = pods_to_nudge("data", since, &pods)
+            .iter()
+            .filter_map(|p| p.metadata.name.as_deref())
+            .collect();
+        assert_eq!(names, ["fresh", "before", "garbage"]);
     }
 }
