@@ -159,12 +159,15 @@ fn chart_values_reach_the_objects() {
 }
 
 /// csi-snapshotter's arguments in the operator Deployment of `objs`.
-fn snapshotter_args(objs: &[Value]) -> Vec<String> {
-    let d = objs
-        .iter()
+/// The operator Deployment among rendered objects.
+fn operator_deployment(objs: &[Value]) -> &Value {
+    objs.iter()
         .find(|o| o["kind"] == "Deployment" && o["metadata"]["name"] == "lvms-operator")
-        .expect("the operator Deployment");
-    let c = d["spec"]["template"]["spec"]["containers"]
+        .expect("the operator Deployment")
+}
+
+fn snapshotter_args(objs: &[Value]) -> Vec<String> {
+    let c = operator_deployment(objs)["spec"]["template"]["spec"]["containers"]
         .as_array()
         .unwrap()
         .iter()
@@ -256,11 +259,7 @@ fn the_operator_pod_pins_no_uid() {
         helm_template(&repo("deploy/helm/lvms"), &[]).unwrap(),
         render(&repo("deploy/default")).unwrap(),
     ] {
-        let d = objs
-            .iter()
-            .find(|o| o["kind"] == "Deployment" && o["metadata"]["name"] == "lvms-operator")
-            .unwrap();
-        let spec = &d["spec"]["template"]["spec"];
+        let spec = &operator_deployment(&objs)["spec"]["template"]["spec"];
         assert!(spec["securityContext"]["runAsUser"].is_null(), "{spec}");
         assert_eq!(spec["securityContext"]["runAsNonRoot"], true);
         for c in spec["containers"].as_array().unwrap() {
