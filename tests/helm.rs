@@ -267,3 +267,27 @@ fn the_operator_pod_pins_no_uid() {
         }
     }
 }
+
+#[test]
+fn every_scratch_volume_of_the_operator_is_bounded() {
+    for objs in [
+        helm_template(&repo("deploy/helm/lvms"), &[]).unwrap(),
+        render(&repo("deploy/default")).unwrap(),
+    ] {
+        let spec = &operator_deployment(&objs)["spec"]["template"]["spec"];
+        let scratch: Vec<&Value> = spec["volumes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|v| !v["emptyDir"].is_null())
+            .collect();
+        assert!(!scratch.is_empty(), "{spec}");
+        for v in scratch {
+            assert!(
+                v["emptyDir"]["sizeLimit"].is_string(),
+                "emptyDir {} has no sizeLimit",
+                v["name"]
+            );
+        }
+    }
+}

@@ -2,8 +2,9 @@
 # Every test suite, to the end (a failing binary does not stop the others), then one total.
 # Called by `make test`; prerequisites come from test-deps.sh and build-test-bins.sh first.
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 1
 log=$(mktemp)
+failures=$(mktemp)
 start=$(date +%s)
 rc=0
 cargo test --workspace --all-targets --no-fail-fast 2>&1 | tee "$log" || rc=1
@@ -67,13 +68,22 @@ for tag in k6.1 k6.12 node; do
   fi
   grep -E 'test result:' "$final" >>"$log"
   grep -q 'test result: ok' "$final" || rc=1
+  sed -n "s/^test \(.*\) \.\.\. FAILED\$/[$tag] \1/p" "$final" >>"$failures"
 done
 rm -rf "$gdir"
 # cargo ends on whichever binary ran last; the total is the sum over every binary.
 passed=$(grep -oE 'test result: [A-Za-z]+\. [0-9]+ passed' "$log" | awk '{s+=$4} END {print s+0}')
 failed=$(grep -oE '[0-9]+ failed;' "$log" | awk '{s+=$1} END {print s+0}')
-rm -f "$log"
+# The host binaries' failures (the groups' were collected above): one list at the very end,
+# where a CI log cut to its tail still shows every name.
+sed -n 's/^test \(.*\) \.\.\. FAILED$/\1/p' "$log" | cat - "$failures" | sort -u >"$failures.all"
+rm -f "$log" "$failures"
 echo "== tests done in $(( $(date +%s) - start ))s"
+if [ -s "$failures.all" ]; then
+  echo "failed:"
+  sed 's/^/  /' "$failures.all"
+fi
+rm -f "$failures.all"
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ] || rc=1
 exit "$rc"

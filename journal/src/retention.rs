@@ -26,6 +26,16 @@ pub struct Retention {
     pub max_records: Option<usize>,
 }
 
+impl Retention {
+    /// What a running lvms keeps: at most 100,000 records (tens of MiB on disk) and nothing
+    /// closed older than a week, beyond what correctness keeps anyway (open intents, the tail
+    /// past every checkpoint, the last Published per key).
+    pub const PRODUCTION: Retention = Retention {
+        max_age: Some(Duration::from_secs(7 * 24 * 3600)),
+        max_records: Some(100_000),
+    };
+}
+
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CompactReport {
     pub horizon: Seq,

@@ -684,5 +684,17 @@ pub fn lvmvolumegroup_rules() -> Vec<CelRule> {
             "self == oldSelf",
             "raidConfig is immutable after creation",
         ),
+        // The LVMCluster's rule, on the object vg-manager reads: one written by hand (or by
+        // anyone who may write LVMVolumeGroups) cannot name a file outside /dev/ either.
+        rule(
+            &["spec", "deviceSelector", "paths"],
+            "self.all(p, p.startsWith('/dev/'))",
+            "every entry of paths must be an absolute device path starting with /dev/ (prefer /dev/disk/by-id/...)",
+        ),
+        rule(
+            &["spec", "deviceSelector", "optionalPaths"],
+            "self.all(p, p.startsWith('/dev/'))",
+            "every entry of optionalPaths must be an absolute device path starting with /dev/ (prefer /dev/disk/by-id/...)",
+        ),
     ]
 }

@@ -6,6 +6,8 @@
 pub const DRIVER_NAME: &str = "topolvm.io";
 /// The topology segment key each node reports (NodeGetInfo) and each PV's node affinity uses.
 pub const TOPOLOGY_NODE_KEY: &str = "topology.topolvm.io/node";
+/// The scheduler's choice for a WaitForFirstConsumer claim (TopoLVM's `AnnSelectedNode`).
+pub const SELECTED_NODE_ANNOTATION: &str = "volume.kubernetes.io/selected-node";
 /// StorageClass parameter: the device class (empty or absent: the node's default class).
 pub const DEVICE_CLASS_PARAM: &str = "topolvm.io/device-class";
 /// StorageClass parameter: an lvcreate option class of the node's lvmd.yaml.

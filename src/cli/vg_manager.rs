@@ -24,6 +24,10 @@ pub struct VgManagerArgs {
         default_value = "nsenter -m -u -i -n -p -t 1"
     )]
     pub host_command_prefix: String,
+    /// How long one host command (lvm2, dmsetup, mkfs, mount) may run before it is killed
+    /// and its step fails (a group snapshot's suspended gates are resumed); `0s`: no limit.
+    #[arg(long, env = "LVMS_HOST_COMMAND_TIMEOUT", default_value = "300s", value_parser = super::since::parse_duration)]
+    pub host_command_timeout: Duration,
     /// lvm2 `--config` for every lvm command (tests: `global{activation=0} ...`).
     #[arg(long, env = "LVMS_LVM_CONFIG")]
     pub lvm_config: Option<String>,
@@ -97,6 +101,7 @@ pub fn run_cmd(args: VgManagerArgs) -> anyhow::Result<ExitCode> {
                     .map(String::from)
                     .collect(),
                 lvm_config: args.lvm_config.filter(|c| !c.is_empty()),
+                deadline: Some(args.host_command_timeout).filter(|d| !d.is_zero()),
             },
             lvmd_config: args.lvmd_config,
             journal_dir: args.journal_dir,

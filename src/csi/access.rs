@@ -6,6 +6,11 @@ use super::proto::VolumeCapability;
 use super::proto::volume_capability::AccessType;
 use super::proto::volume_capability::access_mode::Mode;
 
+/// TopoLVM's default when neither the class nor the PV names a filesystem.
+pub const DEFAULT_FS_TYPE: &str = "ext4";
+/// The filesystems the node formats and grows.
+pub const FS_TYPES: [&str; 2] = ["ext4", "xfs"];
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Access {
     Block,
@@ -25,9 +30,18 @@ impl Access {
 pub fn access_of(cap: &VolumeCapability) -> Result<Access, CsiError> {
     let access = match &cap.access_type {
         Some(AccessType::Block(_)) => Access::Block,
-        Some(AccessType::Mount(m)) => Access::Mount {
-            fs_type: m.fs_type.clone(),
-        },
+        Some(AccessType::Mount(m)) => {
+            if !m.fs_type.is_empty() && !FS_TYPES.contains(&m.fs_type.as_str()) {
+                // Refused here, at CreateVolume, not first at mount on the node.
+                return Err(CsiError::invalid(format!(
+                    "volume_capabilities: mount.fs_type {:?} is not supported; use one of {FS_TYPES:?} (the StorageClass's csi.storage.k8s.io/fstype)",
+                    m.fs_type.chars().take(64).collect::<String>()
+                )));
+            }
+            Access::Mount {
+                fs_type: m.fs_type.clone(),
+            }
+        }
         None => {
             return Err(CsiError::invalid(
                 "volume_capabilities: access_type is empty; set block or mount",
@@ -74,6 +88,21 @@ mod tests {
             fs_type: fs.into(),
             ..Default::default()
         }))
+    }
+
+    #[test]
+    fn a_filesystem_the_node_cannot_make_is_refused_naming_the_field() {
+        let e = accesses(&[cap(mount("ntfs"), None)]).unwrap_err();
+        assert_eq!(e.code, Code::InvalidArgument);
+        assert!(
+            e.message.contains("mount.fs_type \"ntfs\""),
+            "{}",
+            e.message
+        );
+        assert!(
+            accesses(&[cap(mount(""), None)]).is_ok(),
+            "empty: the default"
+        );
     }
 
     #[test]

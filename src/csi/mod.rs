@@ -12,6 +12,7 @@ pub mod identity;
 pub mod liveness;
 pub use crate::api::topolvm as names;
 pub mod node;
+pub mod object_name;
 pub mod registration;
 pub mod server;
 pub mod step_args;

@@ -10,11 +10,9 @@
 
 use std::path::{Path, PathBuf};
 
-use tokio::net::UnixListener;
 use tokio::sync::watch;
 use tonic::{Request, Response, Status};
 
-use super::authority::pump_client;
 use super::server::{Serving, bind};
 use crate::api::topolvm::DRIVER_NAME;
 
@@ -100,47 +98,8 @@ pub fn serve(dir: &Path, endpoint: &Path) -> anyhow::Result<(Serving, Registered
     let socket: PathBuf = dir.join(REGISTRATION_SOCKET);
     let listener = bind(&socket)?;
     let (svc, registered) = RegistrationService::new(endpoint);
-    let (tx, rx) = tokio::sync::mpsc::channel::<std::io::Result<tokio::io::DuplexStream>>(16);
-    tokio::spawn(accept(listener, tx));
     let router = tonic::transport::Server::builder().add_service(RegistrationServer::new(svc));
-    let serving = super::server::serve_stream(
-        &socket,
-        tokio_stream::wrappers::ReceiverStream::new(rx),
-        router,
-        "pluginregistration.Registration",
-    );
+    let serving =
+        super::server::serve(&socket, listener, router, "pluginregistration.Registration");
     Ok((serving, registered))
-}
-
-/// Each accepted connection: an in-memory pipe to the tonic server, the client's frames
-/// through the shim, the server's straight back. Ends when the server side is gone.
-async fn accept(
-    listener: UnixListener,
-    tx: tokio::sync::mpsc::Sender<std::io::Result<tokio::io::DuplexStream>>,
-) {
-    loop {
-        let client = match listener.accept().await {
-            Ok((c, _)) => c,
-            Err(e) => {
-                tracing::warn!(error = %e, "registration socket: accept failed");
-                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-                continue;
-            }
-        };
-        let (ours, theirs) = tokio::io::duplex(64 * 1024);
-        if tx.send(Ok(theirs)).await.is_err() {
-            return;
-        }
-        let (client_r, mut client_w) = client.into_split();
-        let (ours_r, ours_w) = tokio::io::split(ours);
-        tokio::spawn(async move {
-            if let Err(e) = pump_client(client_r, ours_w).await {
-                tracing::warn!(error = %e, "registration connection closed");
-            }
-        });
-        tokio::spawn(async move {
-            let mut ours_r = ours_r;
-            let _ = tokio::io::copy(&mut ours_r, &mut client_w).await;
-        });
-    }
 }

@@ -5,7 +5,6 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 use tokio::net::UnixListener;
-use tokio_stream::wrappers::UnixListenerStream;
 
 /// Bind `path`: parent directories made, a leftover socket removed (never another file).
 pub fn bind(path: &Path) -> anyhow::Result<UnixListener> {
@@ -44,7 +43,17 @@ impl Drop for SocketFile {
 pub struct Serving {
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     task: tokio::task::JoinHandle<()>,
+    /// The accept loop: it holds the listener, so it stops with the server.
+    accepting: Option<tokio::task::JoinHandle<()>>,
     _socket: SocketFile,
+}
+
+impl Drop for Serving {
+    fn drop(&mut self) {
+        if let Some(a) = self.accepting.take() {
+            a.abort();
+        }
+    }
 }
 
 impl Serving {
@@ -59,18 +68,65 @@ impl Serving {
     }
 }
 
-/// Serve `router` (`what`: its services, for the log) on `listener`, bound at `socket`.
+/// Serve `router` (`what`: its services, for the log) on `listener`, bound at `socket`. Every
+/// connection passes through the `:authority` shim ([`super::authority`]): any gRPC client
+/// (grpc-go with a bare path as target as kubelet dials, grpc-core's defaults) is served,
+/// where h2 alone resets every stream whose authority is not a valid one.
 pub fn serve(
     socket: &Path,
     listener: UnixListener,
     router: tonic::transport::server::Router,
     what: &'static str,
 ) -> Serving {
-    serve_stream(socket, incoming(listener), router, what)
+    let (tx, rx) = tokio::sync::mpsc::channel::<std::io::Result<tokio::io::DuplexStream>>(16);
+    let accepting = tokio::spawn(accept(listener, tx, what));
+    let mut serving = serve_stream(
+        socket,
+        tokio_stream::wrappers::ReceiverStream::new(rx),
+        router,
+        what,
+    );
+    serving.accepting = Some(accepting);
+    serving
 }
 
-/// [`serve`] from a stream of connections (the registration socket hands over piped ones).
-pub fn serve_stream<S, IO>(
+/// Each accepted connection: an in-memory pipe to the tonic server, the client's frames
+/// through the shim, the server's straight back. Ends when the server side is gone.
+async fn accept(
+    listener: UnixListener,
+    tx: tokio::sync::mpsc::Sender<std::io::Result<tokio::io::DuplexStream>>,
+    what: &'static str,
+) {
+    loop {
+        let client = match listener.accept().await {
+            Ok((c, _)) => c,
+            Err(e) => {
+                // Out of descriptors, most likely: pause instead of spinning on the error.
+                tracing::warn!(error = %e, services = what, "CSI socket: accept failed");
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let (ours, theirs) = tokio::io::duplex(64 * 1024);
+        if tx.send(Ok(theirs)).await.is_err() {
+            return;
+        }
+        let (client_r, mut client_w) = client.into_split();
+        let (ours_r, ours_w) = tokio::io::split(ours);
+        tokio::spawn(async move {
+            if let Err(e) = super::authority::pump_client(client_r, ours_w).await {
+                tracing::debug!(error = %e, services = what, "CSI connection closed");
+            }
+        });
+        tokio::spawn(async move {
+            let mut ours_r = ours_r;
+            let _ = tokio::io::copy(&mut ours_r, &mut client_w).await;
+        });
+    }
+}
+
+/// The server itself, from a stream of connections (the shimmed ones [`serve`] accepts).
+fn serve_stream<S, IO>(
     socket: &Path,
     connections: S,
     router: tonic::transport::server::Router,
@@ -100,13 +156,9 @@ where
     Serving {
         stop: Some(tx),
         task,
+        accepting: None,
         _socket: SocketFile(socket.to_path_buf()),
     }
-}
-
-/// The listener as the stream tonic serves from.
-pub fn incoming(listener: UnixListener) -> UnixListenerStream {
-    UnixListenerStream::new(listener)
 }
 
 #[cfg(test)]

@@ -464,6 +464,27 @@ fn strip_csi_node(n: &mut CSINode) {
     }
 }
 
+/// PersistentVolumeClaims, of every namespace: any user can write large annotations and
+/// labels on as many claims as they like, and the operator keeps them all. The helpers read
+/// only the selected-node annotation, finalizers, spec and status; the rest is dropped before
+/// it is stored, so a namespace cannot fill the operator's memory through its claims.
+pub fn strip_pvc(pvc: &mut PersistentVolumeClaim) {
+    strip_meta(pvc);
+    pvc.metadata.labels = None;
+    pvc.metadata.owner_references = None;
+    if let Some(a) = pvc.metadata.annotations.as_mut() {
+        a.retain(|k, _| k == crate::api::topolvm::SELECTED_NODE_ANNOTATION);
+    }
+    if pvc
+        .metadata
+        .annotations
+        .as_ref()
+        .is_some_and(|a| a.is_empty())
+    {
+        pvc.metadata.annotations = None;
+    }
+}
+
 /// Nodes: only name, labels, taints and the capacity annotations vg-manager publishes (the CSI
 /// controller places volumes by them) matter; their status (images, conditions) is big.
 fn strip_node(node: &mut Node) {
@@ -528,7 +549,7 @@ impl WatchHub {
                 &WatchSpec::of(PersistentVolumeClaim)
                     .everywhere()
                     .page_size(100),
-                strip_meta,
+                strip_pvc,
             ),
             snapshot_classes: caps.snapshots.then(|| w.dynamic(SnapshotClass)),
             group_snapshot_classes: caps.group_snapshots.then(|| w.dynamic(GroupSnapshotClass)),
@@ -566,6 +587,29 @@ impl Caches {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_claim_keeps_only_what_the_helpers_read() {
+        use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+        let big = "x".repeat(256 * 1024);
+        let mut pvc: PersistentVolumeClaim = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "c", "namespace": "apps",
+                "annotations": {"volume.kubernetes.io/selected-node": "n1", "big": big},
+                "labels": {"app": big},
+                "finalizers": ["kubernetes.io/pvc-protection"]},
+            "spec": {"storageClassName": "lvms-vg1"},
+            "status": {"phase": "Pending"}
+        }))
+        .unwrap();
+        super::strip_pvc(&mut pvc);
+        let kept = serde_json::to_string(&pvc).unwrap();
+        assert!(kept.len() < 1024, "{} bytes kept", kept.len());
+        let a = pvc.metadata.annotations.unwrap();
+        assert_eq!(a.len(), 1);
+        assert_eq!(a["volume.kubernetes.io/selected-node"], "n1");
+        assert_eq!(pvc.metadata.finalizers.unwrap().len(), 1);
+        assert_eq!(pvc.status.unwrap().phase.as_deref(), Some("Pending"));
+    }
+
     use super::*;
     use crate::api::{LVMVolumeGroupNodeStatusSpec, VGStatus};
 

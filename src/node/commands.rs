@@ -451,7 +451,7 @@ mod tests {
                 "--json",
                 "--paths",
                 "-o",
-                "NAME,ROTA,TYPE,SIZE,MODEL,VENDOR,RO,STATE,KNAME,SERIAL,PARTLABEL,FSTYPE,MOUNTPOINT"
+                "NAME,ROTA,TYPE,SIZE,MODEL,VENDOR,RO,STATE,KNAME,SERIAL,PARTLABEL,FSTYPE,MOUNTPOINT,TRAN"
             ])
         );
         assert_eq!(

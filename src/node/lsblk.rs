@@ -17,7 +17,7 @@ pub const LVMS_LSBLK_COLUMNS: &str =
 /// MOUNTPOINT (not MOUNTPOINTS) because every util-linux knows it; one mount point is enough
 /// to refuse a device. The parser also accepts the newer `mountpoints` array.
 pub const LSBLK_COLUMNS: &str =
-    "NAME,ROTA,TYPE,SIZE,MODEL,VENDOR,RO,STATE,KNAME,SERIAL,PARTLABEL,FSTYPE,MOUNTPOINT";
+    "NAME,ROTA,TYPE,SIZE,MODEL,VENDOR,RO,STATE,KNAME,SERIAL,PARTLABEL,FSTYPE,MOUNTPOINT,TRAN";
 
 /// lsblk `TYPE` values the filters look at.
 pub const TYPE_LOOP: &str = "loop";
@@ -53,6 +53,8 @@ pub struct BlockDevice {
     pub rotational: bool,
     /// Every mount point lsblk printed (MOUNTPOINT or MOUNTPOINTS); empty when not mounted.
     pub mountpoints: Vec<String>,
+    /// `TRAN`: the transport (sata, nvme, usb, iscsi, ...); empty for virtual devices.
+    pub tran: String,
     pub children: Vec<BlockDevice>,
 }
 
@@ -225,6 +227,8 @@ struct RawDevice {
     mountpoint: String,
     #[serde(default, deserialize_with = "lenient_string_list")]
     mountpoints: Vec<String>,
+    #[serde(default, deserialize_with = "lenient_string")]
+    tran: String,
     #[serde(default)]
     children: Vec<RawDevice>,
 }
@@ -264,6 +268,7 @@ impl RawDevice {
             read_only: self.ro,
             rotational: self.rota,
             mountpoints,
+            tran: self.tran,
             children,
         })
     }

@@ -16,6 +16,7 @@ use lvms_journal::Journal;
 use ractor::{Actor, ActorRef};
 use tokio::task::JoinHandle;
 
+pub mod compaction;
 pub mod diagnostics;
 pub mod memory;
 pub mod process;

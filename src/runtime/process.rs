@@ -28,6 +28,13 @@ pub struct ProcessCore {
     pub publisher: PublisherSlot,
     trimmer: Trimmer,
     _trimming: Trimming,
+    compacting: JoinHandle<()>,
+}
+
+impl Drop for ProcessCore {
+    fn drop(&mut self) {
+        self.compacting.abort();
+    }
 }
 
 /// Why [`ProcessCore::serve_until`] returned.
@@ -62,6 +69,11 @@ impl ProcessCore {
         metrics.watch_journal(&journal);
         let trimmer = Trimmer::default();
         let trimming = trimmer.spawn(Duration::from_millis(200));
+        let compacting = super::compaction::spawn(
+            journal.clone(),
+            super::compaction::EVERY,
+            lvms_journal::Retention::PRODUCTION,
+        );
         Ok(ProcessCore {
             metrics,
             diag,
@@ -69,6 +81,7 @@ impl ProcessCore {
             publisher: PublisherSlot::default(),
             trimmer,
             _trimming: trimming,
+            compacting,
         })
     }
 

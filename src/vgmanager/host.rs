@@ -32,13 +32,19 @@ pub enum HostError {
         code: i32,
         stderr: String,
     },
+    /// Killed at its deadline (`--host-command-timeout`): a hung lvm2 or dmsetup must not
+    /// hold a unit, a CSI call or a group's suspended gates forever.
+    #[error(
+        "`{argv}` did not finish within {after:?} and was killed (--host-command-timeout); look for a hung device on the node"
+    )]
+    TimedOut { argv: String, after: Duration },
 }
 
 impl HostError {
     pub fn code(&self) -> Option<i32> {
         match self {
             HostError::Failed { code, .. } => Some(*code),
-            HostError::Spawn { .. } => None,
+            HostError::Spawn { .. } | HostError::TimedOut { .. } => None,
         }
     }
 }
@@ -92,7 +98,13 @@ pub struct Host {
     pub prefix: Vec<String>,
     /// lvm2 `--config` string (tests: `global{activation=0} ...`).
     pub lvm_config: Option<String>,
+    /// How long one command may run before it is killed; None: no limit.
+    pub deadline: Option<Duration>,
 }
+
+/// `--host-command-timeout`'s default: far beyond any lvm2 metadata change or mkfs, short
+/// enough that a hung command's suspended gates come back within minutes.
+pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(300);
 
 impl Host {
     /// The full argv that runs (pure; tested).
@@ -147,16 +159,27 @@ impl Host {
         };
         let shown = argv.join(" ");
         let started = Instant::now();
-        let out = Command::new(program)
+        // kill_on_drop: a command past its deadline is killed when its future is dropped.
+        let running = Command::new(program)
             .args(&argv[1..])
             .env("LVM_SUPPRESS_FD_WARNINGS", "1")
             .kill_on_drop(true)
-            .output()
-            .await
-            .map_err(|source| HostError::Spawn {
-                argv: shown.clone(),
-                source,
-            })?;
+            .output();
+        let out = match self.deadline {
+            Some(after) => {
+                tokio::time::timeout(after, running)
+                    .await
+                    .map_err(|_| HostError::TimedOut {
+                        argv: shown.clone(),
+                        after,
+                    })?
+            }
+            None => running.await,
+        }
+        .map_err(|source| HostError::Spawn {
+            argv: shown.clone(),
+            source,
+        })?;
         // Killed by a signal: -1, which no caller accepts, so it is a failure.
         let code = out.status.code().unwrap_or(-1);
         let result = HostOutput {
@@ -241,7 +264,14 @@ impl HostOps for Host {
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
             Err(e) => return Err(e),
             Ok(m) if m.is_dir() => std::fs::remove_dir(path),
-            Ok(_) => std::fs::remove_file(path),
+            // What publish makes for a block volume: an empty file. Anything else at a target
+            // is not ours to delete (a request naming a file of the host).
+            Ok(m) if m.is_file() && m.len() == 0 => std::fs::remove_file(path),
+            Ok(_) => {
+                return Err(io::Error::other(
+                    "not an empty directory or an empty file, so not a target publish made; left in place",
+                ));
+            }
         };
         match removed {
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
@@ -274,11 +304,48 @@ mod tests {
         v.iter().map(|x| x.to_string()).collect()
     }
 
+    #[tokio::test]
+    async fn a_command_past_its_deadline_is_killed_and_named() {
+        let h = Host {
+            deadline: Some(Duration::from_millis(300)),
+            ..Host::default()
+        };
+        let started = Instant::now();
+        let e = h.run_command(&s(&["sleep", "30"]), &[]).await.unwrap_err();
+        assert!(started.elapsed() < Duration::from_secs(5), "{e}");
+        assert!(matches!(e, HostError::TimedOut { .. }), "{e}");
+        assert!(e.to_string().contains("`sleep 30`"), "{e}");
+        assert!(h.run_command(&s(&["true"]), &[]).await.is_ok());
+    }
+
+    #[test]
+    fn only_what_publish_makes_is_removed_as_a_target() {
+        let dir = tempfile::tempdir().unwrap();
+        let h = Host::default();
+        let empty_dir = dir.path().join("mount");
+        std::fs::create_dir(&empty_dir).unwrap();
+        let empty_file = dir.path().join("block");
+        std::fs::write(&empty_file, "").unwrap();
+        assert!(h.remove_target(&empty_dir).unwrap());
+        assert!(h.remove_target(&empty_file).unwrap());
+        assert!(!h.remove_target(&empty_file).unwrap(), "already gone");
+        // A host file named as a target (NodeUnpublishVolume of /etc/passwd) stays.
+        let data = dir.path().join("passwd");
+        std::fs::write(&data, "root:x:0:0").unwrap();
+        assert!(h.remove_target(&data).is_err());
+        assert!(data.exists());
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&data, &link).unwrap();
+        assert!(h.remove_target(&link).is_err());
+        assert!(link.exists());
+    }
+
     #[test]
     fn lvm_verbs_get_the_config_after_the_verb_and_everything_gets_the_prefix() {
         let h = Host {
             prefix: s(&["nsenter", "-t", "1"]),
             lvm_config: Some("global{activation=0}".into()),
+            deadline: None,
         };
         assert_eq!(
             h.argv(&s(&["/usr/sbin/vgcreate", "vg1", "/dev/loop0"])),

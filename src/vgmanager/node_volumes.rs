@@ -21,8 +21,8 @@ use crate::csi::errors::CsiError;
 use crate::csi::node::actions::{NodeStep, UNIT};
 use crate::csi::node::mountinfo::{self, Mount};
 use crate::csi::node::publish::{
-    Kind, PublishSpec, PublishStep, PublishView, format_argv, mount_argv, plan_publish,
-    resize_argv, signature_of,
+    Kind, PublishSpec, PublishStep, PublishView, format_argv, is_volume_mount, mount_argv,
+    plan_publish, resize_argv, signature_of,
 };
 use crate::csi::node::service::NodeVolumes;
 use crate::node::volume::gate::{self, GateStep};
@@ -151,6 +151,59 @@ impl NodeReads<'_> {
             .await
             .map_err(|e| CsiError::unavailable(format!("dmsetup table: {}", e.message)))?;
         gate::parse_table(&out).map_err(|e| CsiError::unavailable(e.to_string()))
+    }
+
+    /// `major:minor` of every device the volume can be mounted from on this node: its gate
+    /// and its LV (when active). Empty when neither is there.
+    pub async fn volume_devices(&self, volume_id: &str) -> Result<Vec<String>, CsiError> {
+        let mut out = Vec::new();
+        if self.gate(volume_id).await?.is_some() {
+            out.push(self.device_number(&gate::path(volume_id)).await?);
+        }
+        let lv = find(self.ctx, volume_id)
+            .await
+            .map_err(|e| CsiError::unavailable(format!("reading lvm2 for {volume_id}: {e}")))?;
+        if let Some(lv) = lv.filter(FoundLv::active) {
+            out.push(self.device_number(&lv.device(volume_id)).await?);
+        }
+        Ok(out)
+    }
+
+    /// The mount at `path`, checked to be the volume's; None when nothing is mounted there.
+    /// Anything else mounted there is the caller's error: nothing is done to it.
+    pub async fn volume_mount_at(
+        &self,
+        volume_id: &str,
+        path: &str,
+        field: &str,
+    ) -> Result<Option<Mount>, CsiError> {
+        let Some(m) = mountinfo::at(&self.mounts().await?, path).cloned() else {
+            return Ok(None);
+        };
+        let devices = self.volume_devices(volume_id).await?;
+        // Only a device node has a number of its own (a block volume's target).
+        let node_device = if devices.contains(&m.device) {
+            None
+        } else {
+            self.device_number(path).await.ok()
+        };
+        if is_volume_mount(&m, node_device.as_deref(), &devices) {
+            return Ok(Some(m));
+        }
+        Err(CsiError::new(
+            Code::FailedPrecondition,
+            format!(
+                "{field} {path} is not where volume {volume_id} is published on node {}: {} ({}) is mounted there, not the volume's device ({}); nothing was done to it",
+                self.ctx.node,
+                m.source,
+                m.device,
+                if devices.is_empty() {
+                    "none on this node".to_string()
+                } else {
+                    devices.join(", ")
+                }
+            ),
+        ))
     }
 
     pub async fn lv(&self, volume_id: &str) -> Result<FoundLv, CsiError> {
@@ -392,8 +445,13 @@ impl HostVolumes {
 
     async fn do_unpublish(&self, volume_id: &str, target: &str) -> Result<(), CsiError> {
         let _gates = self.ctx.gate_lock.lock().await;
-        // Mounts may be stacked (a publish retried by hand): take them all down.
-        while let Some(m) = mountinfo::at(&self.reads().mounts().await?, target).cloned() {
+        // Mounts may be stacked (a publish retried by hand): take them all down, each checked
+        // to be the volume's (never `umount` what someone else mounted there).
+        while let Some(m) = self
+            .reads()
+            .volume_mount_at(volume_id, target, "target_path")
+            .await?
+        {
             let step = NodeStep::Unmount {
                 target: target.to_string(),
                 source: m.source.clone(),
@@ -431,7 +489,12 @@ impl HostVolumes {
             .host
             .remove_target(Path::new(target))
             .map(drop)
-            .map_err(|e| internal("removing the target")(format!("{target}: {e}")))
+            .map_err(|e| {
+                CsiError::new(
+                    Code::FailedPrecondition,
+                    format!("target_path {target}: {e}"),
+                )
+            })
     }
 
     /// Whether any mount on this node is of the volume's gate.
@@ -446,8 +509,11 @@ impl HostVolumes {
         let reads = self.reads();
         let lv = reads.lv(volume_id).await?;
         self.ensure_active(volume_id, &lv).await?;
-        let mounts = reads.mounts().await?;
-        let Some(m) = mountinfo::at(&mounts, path).cloned() else {
+        let Some(m) = reads
+            .volume_mount_at(volume_id, path, "volume_path")
+            .await
+            .map_err(not_found_elsewhere)?
+        else {
             return Err(CsiError::not_found(format!(
                 "volume_path {path} is not a mounted volume on node {}",
                 self.ctx.node
@@ -477,7 +543,38 @@ impl HostVolumes {
     }
 }
 
+/// For stats and expansion a path where another filesystem is mounted is where the volume is
+/// not: NOT_FOUND, as CSI names a `volume_path` that is not the volume's.
+fn not_found_elsewhere(e: CsiError) -> CsiError {
+    if e.code == Code::FailedPrecondition {
+        CsiError::not_found(e.message)
+    } else {
+        e
+    }
+}
+
 impl NodeVolumes for HostVolumes {
+    fn published_at<'a>(
+        &'a self,
+        volume_id: &'a str,
+        path: &'a str,
+    ) -> BoxFuture<'a, Result<(), CsiError>> {
+        Box::pin(async move {
+            match self
+                .reads()
+                .volume_mount_at(volume_id, path, "volume_path")
+                .await
+                .map_err(not_found_elsewhere)?
+            {
+                Some(_) => Ok(()),
+                None => Err(CsiError::not_found(format!(
+                    "volume_path {path}: volume {volume_id} is not published there on node {}",
+                    self.ctx.node
+                ))),
+            }
+        })
+    }
+
     fn lv_attr<'a>(&'a self, volume_id: &'a str) -> BoxFuture<'a, Result<Option<String>, String>> {
         Box::pin(async move { Ok(find(&self.ctx, volume_id).await?.map(|lv| lv.attr)) })
     }

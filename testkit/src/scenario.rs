@@ -9,7 +9,9 @@ use crate::dev::operator::{NO_DM_LVM_CONFIG, OperatorOptions, OperatorProcess, V
 use k8s_openapi::api::events::v1::Event;
 use kube::Client;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
-use lvms::api::{LVMCluster, LVMStateType, LVMVolumeGroupNodeStatus, VGStatus, VGStatusType};
+use lvms::api::{
+    LVMCluster, LVMStateType, LVMVolumeGroup, LVMVolumeGroupNodeStatus, VGStatus, VGStatusType,
+};
 use serde_json::Value;
 
 use crate::cleanup::clean_cluster_scoped;
@@ -191,6 +193,53 @@ impl Scenario {
         }
     }
 
+    /// What a failed wait prints: the LVMClusters and LVMVolumeGroups as the API shows them
+    /// (finalizers, deletion, state) and the last lines of every process log of the scenario,
+    /// so a failure seen only in CI names what held it.
+    pub async fn diagnosis(&self) -> String {
+        let mut out = String::new();
+        match self.clusters().list(&ListParams::default()).await {
+            Ok(l) => {
+                for c in l.items {
+                    out.push_str(&format!(
+                        "LVMCluster {}: finalizers {:?}, deleting {}, state {:?}\n",
+                        c.metadata.name.as_deref().unwrap_or_default(),
+                        c.metadata.finalizers.unwrap_or_default(),
+                        c.metadata.deletion_timestamp.is_some(),
+                        c.status.and_then(|s| s.state),
+                    ))
+                }
+            }
+            Err(e) => out.push_str(&format!("LVMClusters not listed: {e}\n")),
+        }
+        let groups: Api<LVMVolumeGroup> = Api::namespaced(self.client.clone(), &self.ns.name);
+        match groups.list(&ListParams::default()).await {
+            Ok(l) => {
+                for g in l.items {
+                    out.push_str(&format!(
+                        "LVMVolumeGroup {}: finalizers {:?}, deleting {}\n",
+                        g.metadata.name.as_deref().unwrap_or_default(),
+                        g.metadata.finalizers.unwrap_or_default(),
+                        g.metadata.deletion_timestamp.is_some(),
+                    ))
+                }
+            }
+            Err(e) => out.push_str(&format!("LVMVolumeGroups not listed: {e}\n")),
+        }
+        for log in logs_under(&self.dir) {
+            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            let lines: Vec<&str> = text.lines().collect();
+            let tail = &lines[lines.len().saturating_sub(40)..];
+            out.push_str(&format!(
+                "--- last {} lines of {}\n{}\n",
+                tail.len(),
+                log.display(),
+                tail.join("\n")
+            ));
+        }
+        out
+    }
+
     pub async fn cluster(&self, name: &str) -> Option<LVMCluster> {
         self.clusters().get_opt(name).await.expect("get LVMCluster")
     }
@@ -237,4 +286,26 @@ impl Scenario {
         .await
         .expect("writing node status");
     }
+}
+
+/// The `*.log` files in `dir` and one level below (the operator's beside the node directories
+/// that hold each vg-manager's).
+fn logs_under(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut dirs = vec![dir.to_path_buf()];
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        dirs.extend(entries.flatten().map(|e| e.path()).filter(|p| p.is_dir()));
+    }
+    for d in dirs {
+        if let Ok(entries) = std::fs::read_dir(&d) {
+            out.extend(
+                entries
+                    .flatten()
+                    .map(|e| e.path())
+                    .filter(|p| p.extension().is_some_and(|x| x == "log")),
+            );
+        }
+    }
+    out.sort();
+    out
 }

@@ -538,4 +538,24 @@ async fn lvmvolumegroup_keeps_lvms_rules() {
         msg.contains("spec.raidConfig") && msg.contains("immutable"),
         "{msg}"
     );
+
+    // The LVMCluster's /dev/ rule holds on the object vg-manager reads, written directly.
+    for field in ["paths", "optionalPaths"] {
+        let msg = api
+            .create(
+                &PostParams::default(),
+                &vg(
+                    &format!("host-file-{}", field.to_lowercase()),
+                    json!({"deviceSelector": {field: ["/etc/passwd"]}}),
+                ),
+            )
+            .await
+            .expect_err("a path outside /dev/ must be rejected")
+            .to_string();
+        assert!(
+            msg.contains(&format!("spec.deviceSelector.{field}"))
+                && msg.contains("starting with /dev/"),
+            "{msg}"
+        );
+    }
 }

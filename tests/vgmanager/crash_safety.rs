@@ -78,7 +78,12 @@ async fn wait_gone(s: &Scenario) {
         s.cluster("my-lvmcluster").await.is_none().then_some(())
     })
     .await;
-    assert!(gone.is_some(), "the LVMCluster was never torn down");
+    if gone.is_none() {
+        panic!(
+            "the LVMCluster was never torn down:\n{}",
+            s.diagnosis().await
+        );
+    }
 }
 
 fn vg_journal(s: &Scenario, node: &str) -> Journal {

@@ -15,10 +15,11 @@ use tracing::info;
 
 use crate::api::LogicalVolume;
 use crate::csi::controller::group::{Member, check_members};
-use crate::csi::controller::service::{ControllerService, Wanted, traced, wait_budget};
+use crate::csi::controller::service::{ControllerService, Deleting, Wanted, traced, wait_budget};
 use crate::csi::controller::volumes::current_bytes;
 use crate::csi::errors::CsiError;
 use crate::csi::names::{GROUP_MEMBERS_ANNOTATION, GROUP_SNAPSHOT_ANNOTATION};
+use crate::csi::object_name::object_name;
 use crate::csi::proto::group_controller_server::GroupController;
 use crate::csi::proto::group_controller_service_capability::{Rpc, rpc::Type as RpcType};
 use crate::csi::proto::*;
@@ -136,13 +137,8 @@ impl ControllerService {
         req: &CreateVolumeGroupSnapshotRequest,
         budget: Duration,
     ) -> Result<CreateVolumeGroupSnapshotResponse, CsiError> {
-        if req.name.is_empty() {
-            return Err(CsiError::invalid(
-                "name is empty; the CO names every group snapshot",
-            ));
-        }
+        let group = object_name("name", &req.name)?;
         self.ready()?;
-        let group = req.name.to_lowercase();
         let _lock = self.by_name.lock(&group).await;
         let mut sources = BTreeMap::new();
         for id in &req.source_volume_ids {
@@ -166,7 +162,16 @@ impl ControllerService {
         let placement = check_members(&req.source_volume_ids, &found)?;
         let mut ids: Vec<&String> = req.source_volume_ids.iter().collect();
         ids.sort();
-        let names: Vec<String> = ids.iter().map(|id| member_name(&group, id)).collect();
+        // Each member's object is named after the group and its source: both must fit.
+        let names = ids
+            .iter()
+            .map(|id| {
+                object_name(
+                    "name (with a member's source volume id)",
+                    &member_name(&group, id),
+                )
+            })
+            .collect::<Result<Vec<String>, CsiError>>()?;
         // A retry with other members is another group under a used name.
         let existing = self.members_of(&group)?;
         if let Some(other) = existing
@@ -287,8 +292,26 @@ impl ControllerService {
         }
         self.ready()?;
         let group = &req.group_snapshot_id;
-        let mut ids: Vec<String> = req.snapshot_ids.clone();
-        for lv in self.members_of(group)? {
+        let members = self.members_of(group)?;
+        // An id already gone is no mismatch (a retried delete); one that exists elsewhere is.
+        let mut strangers = Vec::new();
+        for id in &req.snapshot_ids {
+            if let Some(lv) = self.find_volume(id).await?
+                && group_of(&lv) != Some(group.as_str())
+            {
+                strangers.push(id.clone());
+            }
+        }
+        if !strangers.is_empty() {
+            return Err(CsiError::new(
+                Code::FailedPrecondition,
+                format!(
+                    "snapshot_ids {strangers:?} are not snapshots of group {group}: nothing was deleted; name only the group's own snapshots"
+                ),
+            ));
+        }
+        let mut ids: Vec<String> = Vec::new();
+        for lv in members {
             match volume_id(&lv) {
                 Some(id) => ids.push(id.to_string()),
                 // Not taken yet (a create still in flight, or abandoned): its object goes.
@@ -302,7 +325,7 @@ impl ControllerService {
         ids.sort();
         ids.dedup();
         for id in &ids {
-            self.delete_by_id(id, "snapshot", budget).await?;
+            self.delete_by_id(id, Deleting::Snapshot, budget).await?;
         }
         info!(%group, snapshots = ids.len(), "group snapshot deleted");
         Ok(DeleteVolumeGroupSnapshotResponse {})

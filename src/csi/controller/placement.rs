@@ -33,18 +33,57 @@ pub fn choose_node(
         }
         return Ok(node.to_string());
     }
+    let class = if device_class.is_empty() {
+        "the default device class"
+    } else {
+        device_class
+    };
     match requirements {
-        Some(req) => segments(req).next().map(String::from).ok_or_else(|| {
-            CsiError::invalid(format!(
-                "accessibility_requirements name no {TOPOLOGY_NODE_KEY} segment; the StorageClass must use topolvm.io's topology"
-            ))
-        }),
-        None => {
-            let class = if device_class.is_empty() {
-                "the default device class"
-            } else {
-                device_class
+        Some(req) => {
+            let wanted: Vec<&str> = segments(req).collect();
+            if wanted.is_empty() {
+                return Err(CsiError::invalid(format!(
+                    "accessibility_requirements name no {TOPOLOGY_NODE_KEY} segment; the StorageClass must use topolvm.io's topology"
+                )));
+            }
+            // The scheduler's choice first; a node that cannot take the volume is refused
+            // now (TopoLVM: no capacity there), never left to time out with its object.
+            let free_on = |seg: &str| {
+                nodes
+                    .iter()
+                    .find(|n| n.topology.as_deref() == Some(seg) || n.name == seg)
+                    .and_then(|n| n.free(device_class))
             };
+            if let Some(node) = wanted
+                .iter()
+                .find(|seg| free_on(seg).is_some_and(|free| free >= bytes))
+            {
+                return Ok(node.to_string());
+            }
+            let first = wanted[0];
+            let known = nodes
+                .iter()
+                .any(|n| n.topology.as_deref() == Some(first) || n.name == first);
+            Err(match free_on(first) {
+                // ResourceExhausted: csi-provisioner has the scheduler choose again.
+                Some(free) => CsiError::new(
+                    Code::ResourceExhausted,
+                    format!(
+                        "node {first:?} has {free} bytes free in {class}, not the {bytes} requested"
+                    ),
+                ),
+                None if !known => CsiError::new(
+                    Code::ResourceExhausted,
+                    format!("node {first:?} does not exist, so it has no capacity for {class}"),
+                ),
+                // A node whose vg-manager has not published the class yet (a claim made the
+                // moment the LVMCluster is Ready): retried in place, not rescheduled.
+                None => CsiError::unavailable(format!(
+                    "node {first:?} has not published capacity for {class} (capacity.topolvm.io annotation); retry once its vg-manager has, or check that the class's nodeSelector includes it"
+                )),
+            })
+        }
+        None => {
             let (node, free) = max_node(nodes, device_class).ok_or_else(|| {
                 CsiError::internal(format!(
                     "no node publishes capacity for {class}; is vg-manager running with that class?"
@@ -100,12 +139,39 @@ mod tests {
             choose_node(Some(&req), None, &nodes(), "ssd", 1),
             Ok("a".into())
         );
+        // The first that fits, in the requirements' order.
+        let req = TopologyRequirement {
+            requisite: vec![topo("b")],
+            preferred: vec![topo("a")],
+        };
+        assert_eq!(
+            choose_node(Some(&req), None, &nodes(), "ssd", 20),
+            Ok("b".into())
+        );
         let none = TopologyRequirement {
             requisite: vec![Topology::default()],
             preferred: vec![],
         };
         let e = choose_node(Some(&none), None, &nodes(), "ssd", 1).unwrap_err();
         assert_eq!(e.code, Code::InvalidArgument);
+    }
+
+    #[test]
+    fn a_node_that_cannot_take_the_volume_is_refused_at_once() {
+        let on = |node: &str| TopologyRequirement {
+            requisite: vec![topo(node)],
+            preferred: vec![],
+        };
+        let e = choose_node(Some(&on("gone")), None, &nodes(), "ssd", 1).unwrap_err();
+        assert_eq!(e.code, Code::ResourceExhausted);
+        assert!(e.message.contains("\"gone\" does not exist"), "{e}");
+        let e = choose_node(Some(&on("a")), None, &nodes(), "ssd", 11).unwrap_err();
+        assert_eq!(e.code, Code::ResourceExhausted);
+        assert!(e.message.contains("10 bytes free"), "{e}");
+        // A node that has not published the class yet: retried, not rescheduled.
+        let e = choose_node(Some(&on("a")), None, &nodes(), "thin", 1).unwrap_err();
+        assert_eq!(e.code, Code::Unavailable);
+        assert!(e.message.contains("has not published capacity"), "{e}");
     }
 
     #[test]

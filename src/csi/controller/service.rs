@@ -29,6 +29,7 @@ use crate::csi::names::{
     DEVICE_CLASS_PARAM, LVCREATE_OPTION_CLASS_PARAM, PVC_ANNOTATION, PVC_NAME_PARAM,
     PVC_NAMESPACE_PARAM, TOPOLOGY_NODE_KEY,
 };
+use crate::csi::object_name::object_name;
 use crate::csi::proto::controller_server::Controller as ControllerApi;
 use crate::csi::proto::controller_service_capability::{Rpc, rpc::Type as RpcType};
 use crate::csi::proto::volume_content_source::{SnapshotSource, Type as SourceType, VolumeSource};
@@ -36,6 +37,8 @@ use crate::csi::proto::*;
 
 /// How long an RPC waits for the node when the caller set no deadline.
 const DEFAULT_WAIT: Duration = Duration::from_secs(300);
+/// The longest a controller RPC waits for the node, whatever deadline the caller gave.
+const MAX_WAIT: Duration = Duration::from_secs(3600);
 
 pub struct ControllerService {
     pub writes: LvWrites,
@@ -66,11 +69,16 @@ pub(super) fn wait_budget<T>(req: &Request<T>) -> Duration {
         .unwrap_or(DEFAULT_WAIT)
 }
 
-/// `grpc-timeout` header value: digits and a unit (H, M, S, m, u, n).
+/// `grpc-timeout` header value: at most 8 digits and a unit (H, M, S, m, u, n), as gRPC over
+/// HTTP/2 defines it; anything else is no deadline of the caller's (the default applies). The
+/// result is capped at [`MAX_WAIT`]: a wait ends at `now + budget`, which must not overflow.
 pub fn parse_grpc_timeout(v: &str) -> Option<Duration> {
     let (digits, unit) = v.split_at(v.len().checked_sub(1)?);
+    if digits.is_empty() || digits.len() > 8 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
     let n: u64 = digits.parse().ok()?;
-    Some(match unit {
+    let d = match unit {
         "H" => Duration::from_secs(n.saturating_mul(3600)),
         "M" => Duration::from_secs(n.saturating_mul(60)),
         "S" => Duration::from_secs(n),
@@ -78,7 +86,47 @@ pub fn parse_grpc_timeout(v: &str) -> Option<Duration> {
         "u" => Duration::from_micros(n),
         "n" => Duration::from_nanos(n),
         _ => return None,
-    })
+    };
+    Some(d.min(MAX_WAIT))
+}
+
+/// What a delete RPC was asked to remove: DeleteSnapshot must never remove a volume (a
+/// pre-provisioned VolumeSnapshotContent naming a volume's id, with `deletionPolicy: Delete`,
+/// would delete the volume's data), nor DeleteVolume a snapshot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Deleting {
+    Volume,
+    Snapshot,
+}
+
+impl Deleting {
+    fn field(self) -> &'static str {
+        match self {
+            Deleting::Volume => "volume_id",
+            Deleting::Snapshot => "snapshot_id",
+        }
+    }
+
+    /// The LogicalVolume `id` found is of the kind asked for (a snapshot is a read-only
+    /// volume made from a source, as TopoLVM writes it).
+    pub fn check(self, id: &str, lv: &LogicalVolume) -> Result<(), CsiError> {
+        let snapshot = is_snapshot(lv);
+        let (asked, found, rpc) = match (self, snapshot) {
+            (Deleting::Volume, false) | (Deleting::Snapshot, true) => return Ok(()),
+            (Deleting::Volume, true) => ("volume", "snapshot", "DeleteSnapshot"),
+            (Deleting::Snapshot, false) => ("snapshot", "volume", "DeleteVolume"),
+        };
+        Err(CsiError::invalid(format!(
+            "{} {id} is a {found} (LogicalVolume {}), not a {asked}: nothing was deleted; {rpc} deletes {found}s",
+            self.field(),
+            lv.metadata.name.as_deref().unwrap_or_default()
+        )))
+    }
+}
+
+/// A snapshot's LogicalVolume: made from a source, read-only (a clone or restore is `rw`).
+pub fn is_snapshot(lv: &LogicalVolume) -> bool {
+    lv.spec.source.is_some() && lv.spec.access_type.as_deref() == Some("ro")
 }
 
 fn regarding(params: &std::collections::HashMap<String, String>) -> Vec<ObjectRef> {
@@ -278,11 +326,7 @@ impl ControllerService {
         req: &CreateVolumeRequest,
         budget: Duration,
     ) -> Result<CreateVolumeResponse, CsiError> {
-        if req.name.is_empty() {
-            return Err(CsiError::invalid(
-                "name is empty; the CO names every volume",
-            ));
-        }
+        let name = object_name("name", &req.name)?;
         let access = accesses(&req.volume_capabilities)?;
         let params = &req.parameters;
         let mut device_class = params.get(DEVICE_CLASS_PARAM).cloned().unwrap_or_default();
@@ -347,7 +391,6 @@ impl ControllerService {
             &device_class,
             bytes,
         )?;
-        let name = req.name.to_lowercase();
         let _lock = self.by_name.lock(&name).await;
         let regarding = regarding(params);
         let wanted = Wanted {
@@ -380,17 +423,18 @@ impl ControllerService {
     pub(super) async fn delete_by_id(
         &self,
         id: &str,
-        what: &str,
+        what: Deleting,
         budget: Duration,
     ) -> Result<(), CsiError> {
         if id.is_empty() {
-            return Err(CsiError::invalid(format!("{what} id is empty")));
+            return Err(CsiError::invalid(format!("{} is empty", what.field())));
         }
         self.ready()?;
         let _lock = self.by_id.lock(id).await;
         let Some(lv) = self.find_volume(id).await? else {
             return Ok(());
         };
+        what.check(id, &lv)?;
         let name = lv.metadata.name.clone().unwrap_or_default();
         let uid = lv.metadata.uid.clone().unwrap_or_default();
         let regarding = lv
@@ -531,13 +575,8 @@ impl ControllerService {
         if req.source_volume_id.is_empty() {
             return Err(CsiError::invalid("source_volume_id is empty"));
         }
-        if req.name.is_empty() {
-            return Err(CsiError::invalid(
-                "name is empty; the CO names every snapshot",
-            ));
-        }
+        let name = object_name("name", &req.name)?;
         self.ready()?;
-        let name = req.name.to_lowercase();
         let _lock = self.by_name.lock(&name).await;
         let src = self
             .find_volume(&req.source_volume_id)
@@ -626,7 +665,8 @@ impl ControllerApi for Arc<ControllerService> {
         let budget = wait_budget(&request);
         let req = request.into_inner();
         traced("DeleteVolume", async {
-            self.delete_by_id(&req.volume_id, "volume", budget).await?;
+            self.delete_by_id(&req.volume_id, Deleting::Volume, budget)
+                .await?;
             Ok(DeleteVolumeResponse {})
         })
         .await
@@ -749,7 +789,7 @@ impl ControllerApi for Arc<ControllerService> {
         let budget = wait_budget(&request);
         let req = request.into_inner();
         traced("DeleteSnapshot", async {
-            self.delete_by_id(&req.snapshot_id, "snapshot", budget)
+            self.delete_by_id(&req.snapshot_id, Deleting::Snapshot, budget)
                 .await?;
             Ok(DeleteSnapshotResponse {})
         })
@@ -813,6 +853,11 @@ mod tests {
         assert_eq!(parse_grpc_timeout("2M"), Some(Duration::from_secs(120)));
         assert_eq!(parse_grpc_timeout("x"), None);
         assert_eq!(parse_grpc_timeout(""), None);
+        assert_eq!(parse_grpc_timeout("S"), None);
+        assert_eq!(parse_grpc_timeout("+5S"), None);
+        // More than 8 digits is not a gRPC timeout (it panicked the server, adding to now).
+        assert_eq!(parse_grpc_timeout("123456789S"), None);
+        assert_eq!(parse_grpc_timeout("99999999H"), Some(MAX_WAIT));
     }
 
     #[test]

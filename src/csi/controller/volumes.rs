@@ -216,7 +216,11 @@ impl Volumes {
         mut check: impl FnMut(&Volumes) -> Option<T>,
     ) -> Option<T> {
         let mut rx = self.changed.subscribe();
-        let deadline = tokio::time::Instant::now() + timeout;
+        let now = tokio::time::Instant::now();
+        // A caller's deadline far in the future waits as long as one can.
+        let deadline = now
+            .checked_add(timeout)
+            .unwrap_or(now + Duration::from_secs(86_400));
         loop {
             rx.borrow_and_update();
             if let Some(t) = check(self) {

@@ -4,16 +4,12 @@
 //! take. The commands those steps run are built here too; vg-manager runs them.
 
 use crate::csi::access::{Access, access_of};
+pub use crate::csi::access::{DEFAULT_FS_TYPE, FS_TYPES};
 use crate::csi::errors::CsiError;
 use crate::csi::node::mountinfo::Mount;
 use crate::csi::proto::volume_capability::AccessType;
 use crate::csi::proto::{NodePublishVolumeRequest, VolumeCapability};
 use tonic::Code;
-
-/// TopoLVM's default when neither the class nor the PV names a filesystem.
-pub const DEFAULT_FS_TYPE: &str = "ext4";
-/// The filesystems the node formats and grows.
-pub const FS_TYPES: [&str; 2] = ["ext4", "xfs"];
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Kind {
@@ -43,11 +39,58 @@ fn required<'a>(value: &'a str, field: &str) -> Result<&'a str, CsiError> {
     }
 }
 
+/// The longest path the kernel takes (PATH_MAX).
+const MAX_PATH: usize = 4096;
+
+/// A node RPC's host path (`target_path`, `volume_path`): absolute and plain (no `.` or `..`
+/// part, no NUL, not `/` itself), so it can neither climb out of where kubelet put it nor
+/// reach `mount` or `umount` as an option. Which volume is mounted there is checked apart.
+pub fn host_path<'a>(value: &'a str, field: &str) -> Result<&'a str, CsiError> {
+    let value = required(value, field)?;
+    let why = if value.len() > MAX_PATH {
+        Some("is longer than PATH_MAX")
+    } else if !value.starts_with('/') {
+        Some("is not absolute")
+    } else if value.contains('\0') {
+        Some("holds a NUL byte")
+    } else if value.split('/').any(|part| part == "." || part == "..") {
+        Some("has a '.' or '..' part")
+    } else if value.trim_end_matches('/').is_empty() {
+        Some("is the root directory")
+    } else {
+        None
+    };
+    match why {
+        None => Ok(value),
+        Some(why) => Err(CsiError::invalid(format!(
+            "{field} {:?} {why}: kubelet passes a plain absolute path under its root directory",
+            value.chars().take(128).collect::<String>()
+        ))),
+    }
+}
+
+/// A stats or expansion `volume_path`: empty is INVALID_ARGUMENT; one that is no plain absolute
+/// path cannot be where a volume is published, so it is NOT_FOUND, as CSI names a path that is
+/// not the volume's (csi-sanity asks exactly this with `some/path`).
+pub fn volume_path(value: &str) -> Result<&str, CsiError> {
+    required(value, "volume_path")?;
+    host_path(value, "volume_path").map_err(|e| CsiError::not_found(e.message))
+}
+
+/// Whether `mount` (what the mount table shows at a path) is the volume's: a filesystem on
+/// one of its `devices` (`major:minor` of its gate and its LV), or a block volume's device
+/// node bind-mounted there (`node_device`: the path's own `major:minor`, if it is a device).
+pub fn is_volume_mount(mount: &Mount, node_device: Option<&str>, devices: &[String]) -> bool {
+    devices
+        .iter()
+        .any(|d| *d == mount.device || Some(d.as_str()) == node_device)
+}
+
 /// The request as the node will act on it; a missing field or an unsupported capability is
 /// InvalidArgument naming it.
 pub fn publish_spec(r: &NodePublishVolumeRequest) -> Result<PublishSpec, CsiError> {
     let volume_id = required(&r.volume_id, "volume_id")?.to_string();
-    let target = required(&r.target_path, "target_path")?.to_string();
+    let target = host_path(&r.target_path, "target_path")?.to_string();
     let cap = r
         .volume_capability
         .as_ref()
@@ -70,11 +113,6 @@ fn filesystem(cap: &VolumeCapability, fs_type: &str, readonly: bool) -> Result<K
     } else {
         fs_type
     };
-    if !FS_TYPES.contains(&fs_type) {
-        return Err(CsiError::invalid(format!(
-            "volume_capability.mount.fs_type {fs_type:?} is not supported; use one of {FS_TYPES:?} (the class's fstype)"
-        )));
-    }
     let mut options: Vec<String> = match &cap.access_type {
         Some(AccessType::Mount(m)) => m
             .mount_flags
@@ -289,6 +327,59 @@ mod tests {
             fs_type: "xfs".into(),
             source: "/dev/mapper/vg-v1".into(),
         }
+    }
+
+    #[test]
+    fn host_paths_are_plain_absolute_paths_and_never_the_root() {
+        let ok = "/var/lib/kubelet/pods/p/volumes/kubernetes.io~csi/pvc-1/mount";
+        assert_eq!(host_path(ok, "target_path"), Ok(ok));
+        for bad in [
+            "/",
+            "//",
+            "-rf",
+            "relative/x",
+            "/var/lib/kubelet/../../etc",
+            "/a/./b",
+            "/a\0b",
+            "",
+        ] {
+            let e = host_path(bad, "target_path").unwrap_err();
+            assert_eq!(e.code, Code::InvalidArgument, "{bad:?}");
+            assert!(
+                e.message.starts_with("target_path"),
+                "{bad:?}: {}",
+                e.message
+            );
+        }
+        assert!(host_path(&format!("/{}", "a".repeat(MAX_PATH)), "volume_path").is_err());
+        assert_eq!(volume_path("").unwrap_err().code, Code::InvalidArgument);
+        assert_eq!(volume_path("some/path").unwrap_err().code, Code::NotFound);
+        assert_eq!(volume_path("/var/lib/x"), Ok("/var/lib/x"));
+        let mut r = request(mount("xfs", &[]), false);
+        r.target_path = "/".into();
+        assert_eq!(publish_spec(&r).unwrap_err().code, Code::InvalidArgument);
+    }
+
+    #[test]
+    fn only_the_volumes_own_devices_make_a_mount_its_own() {
+        let devices = ["254:3".to_string(), "254:1".to_string()];
+        // A filesystem on the gate or on the LV.
+        assert!(is_volume_mount(&mounted("254:3", false), None, &devices));
+        assert!(is_volume_mount(&mounted("254:1", false), None, &devices));
+        // A block volume: devtmpfs bind-mounted, the node there is the LV.
+        assert!(is_volume_mount(
+            &mounted("0:5", false),
+            Some("254:1"),
+            &devices
+        ));
+        // The root filesystem, another volume, or a volume with no device on this node.
+        assert!(!is_volume_mount(&mounted("8:1", false), None, &devices));
+        assert!(!is_volume_mount(
+            &mounted("0:5", false),
+            Some("254:9"),
+            &devices
+        ));
+        assert!(!is_volume_mount(&mounted("254:3", false), None, &[]));
     }
 
     fn view(signature: Option<&str>, target: Option<Mount>) -> PublishView {

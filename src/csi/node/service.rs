@@ -17,6 +17,7 @@ use crate::csi::proto::node_service_capability::{Rpc, rpc::Type as NodeRpc};
 use crate::csi::errors::CsiError;
 use crate::csi::names::TOPOLOGY_NODE_KEY;
 use crate::csi::node::publish::PublishSpec;
+use crate::csi::node::publish::{host_path, volume_path};
 use crate::csi::proto::node_server::Node;
 use crate::csi::proto::*;
 
@@ -31,6 +32,14 @@ pub trait NodeVolumes: Send + Sync + 'static {
     fn lv_attr<'a>(&'a self, volume_id: &'a str) -> BoxFuture<'a, Result<Option<String>, String>>;
 
     fn publish<'a>(&'a self, spec: &'a PublishSpec) -> BoxFuture<'a, Result<(), CsiError>>;
+
+    /// Ok when `path` is a mount of the volume (its filesystem, or its block device node);
+    /// NOT_FOUND when it is not: stats never answer for a path that is not the volume's.
+    fn published_at<'a>(
+        &'a self,
+        volume_id: &'a str,
+        path: &'a str,
+    ) -> BoxFuture<'a, Result<(), CsiError>>;
 
     /// Unmount and remove `target`; a target that is not there is success.
     fn unpublish<'a>(
@@ -113,9 +122,7 @@ impl Node for NodeService {
         if r.volume_id.is_empty() {
             return Err(Status::invalid_argument("volume_id is empty"));
         }
-        if r.target_path.is_empty() {
-            return Err(Status::invalid_argument("target_path is empty"));
-        }
+        host_path(&r.target_path, "target_path")?;
         let _one = self.lock.lock().await;
         self.volumes.unpublish(&r.volume_id, &r.target_path).await?;
         Ok(Response::new(NodeUnpublishVolumeResponse {}))
@@ -132,9 +139,7 @@ impl Node for NodeService {
         if r.volume_id.is_empty() {
             return Err(Status::invalid_argument("volume_id is empty"));
         }
-        if r.volume_path.is_empty() {
-            return Err(Status::invalid_argument("volume_path is empty"));
-        }
+        volume_path(&r.volume_path)?;
         let path = std::path::Path::new(&r.volume_path);
         let meta = match std::fs::metadata(path) {
             Ok(m) => m,
@@ -146,6 +151,9 @@ impl Node for NodeService {
             }
             Err(e) => return Err(Status::internal(format!("{}: {e}", path.display()))),
         };
+        self.volumes
+            .published_at(&r.volume_id, &r.volume_path)
+            .await?;
         let at = |e: std::io::Error| Status::internal(format!("{}: {e}", path.display()));
         let usage = if meta.file_type().is_block_device() {
             crate::csi::node::stats::block_usage(
@@ -177,9 +185,7 @@ impl Node for NodeService {
         if r.volume_id.is_empty() {
             return Err(Status::invalid_argument("volume_id is empty"));
         }
-        if r.volume_path.is_empty() {
-            return Err(Status::invalid_argument("volume_path is empty"));
-        }
+        volume_path(&r.volume_path)?;
         let block = r
             .volume_capability
             .as_ref()

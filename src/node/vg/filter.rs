@@ -58,6 +58,9 @@ pub enum Rejection {
     UnsupportedType { name: String, device_type: String },
     /// usableDeviceType: an LV (hidden from status).
     LvmPartition,
+    /// usableDeviceType (lvms, discovery only): a disk another host reaches too (Ceph RBD,
+    /// NBD, iSCSI); taken only when a deviceSelector names it.
+    NetworkDisk { name: String, what: &'static str },
     /// notMounted (lvms): a filesystem on the device is mounted.
     Mounted {
         name: String,
@@ -83,9 +86,10 @@ impl Rejection {
             | Self::InOtherVg { .. }
             | Self::NoFreePvCapacity { .. }
             | Self::InvalidFilesystem { .. } => "onlyValidFilesystemSignatures",
-            Self::UnusableLoop { .. } | Self::UnsupportedType { .. } | Self::LvmPartition => {
-                "usableDeviceType"
-            }
+            Self::UnusableLoop { .. }
+            | Self::UnsupportedType { .. }
+            | Self::LvmPartition
+            | Self::NetworkDisk { .. } => "usableDeviceType",
             Self::Mounted { .. } => "notMounted",
             Self::Held { .. } => "noHolders",
             Self::StaticDiscovery { .. } => "deviceDiscoveryPolicy",
@@ -143,6 +147,10 @@ impl std::fmt::Display for Rejection {
                 "{name} has an invalid filesystem signature ({fstype}) and cannot be used"
             ),
             Self::UnusableLoop { name } => write!(f, "{name} is an unusable loopback device"),
+            Self::NetworkDisk { name, what } => write!(
+                f,
+                "{name} is {what}, reached over the network: discovery never takes it; name it in the deviceSelector to use it"
+            ),
             Self::UnsupportedType { name, device_type } => write!(
                 f,
                 "{name} has a device type of {device_type:?} which is unsupported"
@@ -408,7 +416,30 @@ fn usable_device_type(dev: &BlockDevice, ctx: &FilterContext<'_>) -> Option<Reje
             device_type: dev.device_type.clone(),
         }),
         TYPE_LVM => Some(Rejection::LvmPartition),
-        _ => None,
+        _ => ctx
+            .selector
+            .is_none()
+            .then(|| network_disk(dev))
+            .flatten()
+            .map(|what| Rejection::NetworkDisk {
+                name: dev.name.clone(),
+                what,
+            }),
+    }
+}
+
+/// What network-backed disk `dev` is, if it is one: another host may write it too (a Ceph
+/// image, an NBD export, an iSCSI LUN), so discovery must not format it.
+fn network_disk(dev: &BlockDevice) -> Option<&'static str> {
+    let base = dev.kname.rsplit('/').next().unwrap_or_default();
+    if base.starts_with("rbd") {
+        Some("a Ceph RBD image")
+    } else if base.starts_with("nbd") {
+        Some("a network block device (NBD)")
+    } else if dev.tran.eq_ignore_ascii_case("iscsi") {
+        Some("an iSCSI LUN")
+    } else {
+        None
     }
 }
 
@@ -729,6 +760,29 @@ mod tests {
         ));
         env.pvs = vec![pv("/dev/loop0", Some("other"), Some(0))];
         assert!(env.check(&d)[0].contains("another volume group (other)"));
+    }
+
+    #[test]
+    fn discovery_never_takes_a_network_disk_but_a_selector_may() {
+        let env = Env::new();
+        let mut rbd = disk("/dev/rbd0");
+        rbd.device_type = "disk".into();
+        let mut nbd = disk("/dev/nbd3");
+        nbd.device_type = "disk".into();
+        let mut iscsi = disk("/dev/sdc");
+        iscsi.tran = "iscsi".into();
+        for d in [&rbd, &nbd, &iscsi] {
+            let r = check_device(d, &env.ctx());
+            assert!(
+                matches!(r.as_slice(), [Rejection::NetworkDisk { .. }]),
+                "{}: {r:?}",
+                d.kname
+            );
+            assert_eq!(r[0].filter_name(), "usableDeviceType");
+        }
+        let mut sata = disk("/dev/sdd");
+        sata.tran = "sata".into();
+        assert!(check_device(&sata, &env.ctx()).is_empty());
     }
 
     #[test]

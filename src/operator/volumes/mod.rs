@@ -13,8 +13,7 @@ pub mod resize;
 /// LVMS's StorageClass prefix: `lvms-<device class>`.
 pub const STORAGE_CLASS_PREFIX: &str = "lvms-";
 
-/// The scheduler's choice for a WaitForFirstConsumer claim (TopoLVM's `AnnSelectedNode`).
-pub const SELECTED_NODE_ANNOTATION: &str = "volume.kubernetes.io/selected-node";
+pub use crate::api::topolvm::SELECTED_NODE_ANNOTATION;
 
 /// The label LVMS copies the volume's node into, for tools that select PVs by host.
 pub const HOSTNAME_LABEL: &str = "kubernetes.io/hostname";
