@@ -3,6 +3,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
@@ -57,38 +58,93 @@ pub async fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
     Ok(listener)
 }
 
+/// What one client may hold of the diagnostics server: the probes and a scraper need a few
+/// connections for milliseconds each; a client that opens many, or sends nothing, must not
+/// starve kubelet's probes (which would restart the Pod).
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// The whole request head must arrive within this.
+    pub read_timeout: Duration,
+    /// Connections served at once; more are closed at once.
+    pub max_connections: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            read_timeout: Duration::from_secs(5),
+            max_connections: 64,
+        }
+    }
+}
+
 pub async fn serve(
     listener: TcpListener,
     live: ReadyCheck,
     ready: ReadyCheck,
     metrics: MetricsText,
 ) {
+    serve_with(listener, live, ready, metrics, Limits::default()).await
+}
+
+pub async fn serve_with(
+    listener: TcpListener,
+    live: ReadyCheck,
+    ready: ReadyCheck,
+    metrics: MetricsText,
+    limits: Limits,
+) {
+    let slots = Arc::new(tokio::sync::Semaphore::new(limits.max_connections));
     loop {
-        // A failed accept concerns that one connection; the prober just tries again.
-        let Ok((mut sock, peer)) = listener.accept().await else {
+        let (mut sock, peer) = match listener.accept().await {
+            Ok(c) => c,
+            Err(e) => {
+                // Out of descriptors, most likely: pause instead of spinning on the error.
+                debug!(error = %e, "diagnostics accept failed");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let Ok(slot) = slots.clone().try_acquire_owned() else {
+            debug!(%peer, "diagnostics connection refused: too many open");
             continue;
         };
         let (live, ready, metrics) = (live.clone(), ready.clone(), metrics.clone());
         tokio::spawn(async move {
+            let _slot = slot;
             // Read the whole request head: closing with unread bytes would reset the client.
-            let mut buf = Vec::with_capacity(512);
-            let mut chunk = [0u8; 1024];
-            while !buf.windows(4).any(|w| w == b"\r\n\r\n") && buf.len() < 8192 {
-                match sock.read(&mut chunk).await {
-                    Ok(0) => break,
-                    Ok(n) => buf.extend_from_slice(&chunk[..n]),
-                    Err(e) => {
-                        debug!(%peer, error = %e, "diagnostics read failed");
-                        return;
+            let head = tokio::time::timeout(limits.read_timeout, async {
+                let mut buf = Vec::with_capacity(512);
+                let mut chunk = [0u8; 1024];
+                while !buf.windows(4).any(|w| w == b"\r\n\r\n") && buf.len() < 8192 {
+                    match sock.read(&mut chunk).await {
+                        Ok(0) => break,
+                        Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                        Err(e) => return Err(e),
                     }
                 }
-            }
+                Ok(buf)
+            })
+            .await;
+            let buf = match head {
+                Ok(Ok(buf)) => buf,
+                Ok(Err(e)) => {
+                    debug!(%peer, error = %e, "diagnostics read failed");
+                    return;
+                }
+                Err(_) => {
+                    debug!(%peer, "diagnostics request head not sent in time; closed");
+                    return;
+                }
+            };
             let text = String::from_utf8_lossy(&buf);
             let line = text.lines().next().unwrap_or_default();
             // A client that went away gets no answer; nothing else depends on it.
-            let _ = sock
-                .write_all(route(line, &live, &ready, &metrics).as_bytes())
-                .await;
+            let _ = tokio::time::timeout(
+                limits.read_timeout,
+                sock.write_all(route(line, &live, &ready, &metrics).as_bytes()),
+            )
+            .await;
         });
     }
 }
@@ -96,6 +152,44 @@ pub async fn serve(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn silent_and_excess_clients_cannot_starve_the_probes() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let ok: ReadyCheck = Arc::new(|| Ok(()));
+        let limits = Limits {
+            read_timeout: Duration::from_millis(300),
+            max_connections: 2,
+        };
+        tokio::spawn(serve_with(listener, ok.clone(), ok, no_metrics(), limits));
+        let get = || async move {
+            let mut c = tokio::net::TcpStream::connect(addr).await.unwrap();
+            c.write_all(b"GET /healthz HTTP/1.1\r\n\r\n").await.unwrap();
+            let mut out = String::new();
+            c.read_to_string(&mut out).await.map(|_| out)
+        };
+        // Two clients that send nothing hold both slots...
+        let mut idle = Vec::new();
+        for _ in 0..2 {
+            idle.push(tokio::net::TcpStream::connect(addr).await.unwrap());
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        // ...so a third is closed at once, unanswered.
+        let refused = get().await.unwrap_or_default();
+        assert!(refused.is_empty(), "{refused}");
+        // The silent ones are closed at the read deadline, and the probe is served again.
+        for mut c in idle {
+            let mut b = [0u8; 1];
+            let n = tokio::time::timeout(Duration::from_secs(3), c.read(&mut b))
+                .await
+                .expect("closed by the server within the deadline")
+                .unwrap_or(0);
+            assert_eq!(n, 0);
+        }
+        let served = get().await.unwrap();
+        assert!(served.starts_with("HTTP/1.1 200"), "{served}");
+    }
 
     fn no_metrics() -> MetricsText {
         Arc::new(String::new)

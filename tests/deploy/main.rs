@@ -563,3 +563,142 @@ async fn admission_policies_warn_and_refuse_as_lvms_webhook_did() {
         .await
         .expect("an edit of the one LVMCluster");
 }
+
+/// A client of the API server authenticated by `token` (the harness's server and CA).
+async fn client_with_token(token: &str) -> kube::Client {
+    let path = &lvms_testkit::env().cp.kubeconfig;
+    let mut kc = kube::config::Kubeconfig::read_from(path).expect("kubeconfig");
+    for named in &mut kc.auth_infos {
+        named.auth_info = Some(serde_json::from_value(json!({ "token": token })).expect("auth"));
+    }
+    let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+        .await
+        .expect("config");
+    kube::Client::try_from(cfg).expect("client")
+}
+
+/// A write's answer: Ok, or the API server's status code and message.
+fn refusal<T>(r: kube::Result<T>) -> Option<(u16, String)> {
+    match r {
+        Ok(_) => None,
+        Err(kube::Error::Api(s)) => Some((s.code, s.message)),
+        Err(e) => Some((0, e.to_string())),
+    }
+}
+
+/// Issue 38: the vg-manager ClusterRole lets it write any Node, LogicalVolume and node status;
+/// the admission policy binds its writes to the node its Pod's token names. A token bound to a
+/// vg-manager Pod on node-b (a TokenRequest, as kubelet makes for the Pod) writes node-b's
+/// objects and is refused node-a's, naming both nodes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_vg_manager_token_bound_to_one_node_writes_only_that_node() {
+    use k8s_openapi::api::core::v1::{Node, Pod};
+    use lvms::api::LogicalVolume;
+    let s = Scenario::new("own-node").await;
+    install(&s).await;
+    for n in ["node-a", "node-b"] {
+        create_node(&s.client, n, false).await;
+    }
+    // The vg-manager Pod of node-b (no kubelet runs it: the token binds to the object).
+    let pods: Api<Pod> = Api::namespaced(s.client.clone(), &s.ns.name);
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "vg-manager-b"},
+        "spec": {"nodeName": "node-b", "serviceAccountName": "vg-manager",
+                 "containers": [{"name": "vg-manager", "image": "quay.io/lvms/lvms:dev"}]}
+    }))
+    .unwrap();
+    let pod = pods
+        .create(&Default::default(), &pod)
+        .await
+        .expect("the Pod");
+    let sas: Api<ServiceAccount> = Api::namespaced(s.client.clone(), &s.ns.name);
+    let request = serde_json::from_value(json!({
+        "spec": {"audiences": [], "expirationSeconds": 3600,
+                 "boundObjectRef": {"kind": "Pod", "apiVersion": "v1", "name": "vg-manager-b",
+                                    "uid": pod.metadata.uid}}
+    }))
+    .unwrap();
+    let token = sas
+        .create_token_request("vg-manager", &Default::default(), &request)
+        .await
+        .expect("TokenRequest")
+        .status
+        .expect("a token")
+        .token;
+    let vgm = client_with_token(&token).await;
+
+    let nodes: Api<Node> = Api::all(vgm.clone());
+    let annotate = |value: &str| {
+        Patch::Merge(json!({"metadata": {"annotations": {"capacity.topolvm.io/test": value}}}))
+    };
+    // The binding takes effect asynchronously: wait for the first refusal.
+    let refused = eventually(T, || async {
+        refusal(
+            nodes
+                .patch("node-a", &PatchParams::default(), &annotate("1"))
+                .await,
+        )
+        .filter(|(code, _)| *code == 403)
+    })
+    .await
+    .expect("node-b's vg-manager was never refused node-a");
+    assert!(
+        refused
+            .1
+            .contains("the vg-manager of node node-b may write only its own Node, not node-a"),
+        "{refused:?}"
+    );
+    nodes
+        .patch("node-b", &PatchParams::default(), &annotate("1"))
+        .await
+        .expect("its own Node");
+
+    // Node statuses: its own only.
+    let statuses: Api<LVMVolumeGroupNodeStatus> = Api::namespaced(vgm.clone(), &s.ns.name);
+    for (node, allowed) in [("node-a", false), ("node-b", true)] {
+        let status: LVMVolumeGroupNodeStatus = serde_json::from_value(json!({
+            "apiVersion": "lvm.topolvm.io/v1alpha1", "kind": "LVMVolumeGroupNodeStatus",
+            "metadata": {"name": node}, "spec": {"nodeStatus": []}
+        }))
+        .unwrap();
+        let got = refusal(statuses.create(&Default::default(), &status).await);
+        match (allowed, got) {
+            (true, None) => {}
+            (false, Some((403, m))) if m.contains("may write only its own node status") => {}
+            other => panic!("node status {node}: {other:?}"),
+        }
+    }
+
+    // LogicalVolumes (made by the controller, here the admin): only node-b's status.
+    let admin_lvs: Api<LogicalVolume> = Api::all(s.client.clone());
+    for node in ["node-a", "node-b"] {
+        let lv: LogicalVolume = serde_json::from_value(json!({
+            "apiVersion": "topolvm.io/v1", "kind": "LogicalVolume",
+            "metadata": {"name": format!("lv-{node}-{}", std::process::id())},
+            "spec": {"name": "x", "nodeName": node, "size": "1Gi", "deviceClass": "vg1"}
+        }))
+        .unwrap();
+        admin_lvs
+            .create(&Default::default(), &lv)
+            .await
+            .expect("LogicalVolume");
+    }
+    let lvs: Api<LogicalVolume> = Api::all(vgm);
+    let status = |id: &str| Patch::Merge(json!({"status": {"volumeID": id}}));
+    let a = format!("lv-node-a-{}", std::process::id());
+    let b = format!("lv-node-b-{}", std::process::id());
+    let got = refusal(
+        lvs.patch_status(&a, &PatchParams::default(), &status("stolen"))
+            .await,
+    );
+    assert!(
+        matches!(&got, Some((403, m)) if m.contains("may write only LogicalVolumes of its own node")),
+        "{got:?}"
+    );
+    lvs.patch_status(&b, &PatchParams::default(), &status("ok"))
+        .await
+        .expect("its own node's LogicalVolume");
+    for name in [a, b] {
+        let _ = admin_lvs.delete(&name, &DeleteParams::default()).await;
+    }
+}

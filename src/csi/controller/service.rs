@@ -124,6 +124,14 @@ impl Deleting {
     }
 }
 
+/// Whether `lv` is the volume `id`: its status says so and the id is its own uid (the node
+/// names the LV after the object's uid, as TopoLVM does). A status pointing at another
+/// object's id (written by a node that was not this volume's) is not followed.
+pub fn holds_id(lv: &LogicalVolume, id: &str) -> bool {
+    lv.status.as_ref().and_then(|s| s.volume_id.as_deref()) == Some(id)
+        && lv.metadata.uid.as_deref() == Some(id)
+}
+
 /// A snapshot's LogicalVolume: made from a source, read-only (a clone or restore is `rw`).
 pub fn is_snapshot(lv: &LogicalVolume) -> bool {
     lv.spec.source.is_some() && lv.spec.access_type.as_deref() == Some("ro")
@@ -231,7 +239,7 @@ impl ControllerService {
         &self,
         id: &str,
     ) -> Result<Option<Arc<LogicalVolume>>, CsiError> {
-        if let Some(lv) = self.volumes.by_volume_id(id) {
+        if let Some(lv) = self.volumes.by_volume_id(id).filter(|lv| holds_id(lv, id)) {
             return Ok(Some(lv));
         }
         let api: Api<LogicalVolume> = Api::all(self.writes.client.clone());
@@ -239,10 +247,7 @@ impl ControllerService {
             .list(&ListParams::default())
             .await
             .map_err(|e| CsiError::unavailable(format!("listing LogicalVolumes: {e}")))?;
-        let mut found = list
-            .items
-            .into_iter()
-            .filter(|lv| lv.status.as_ref().and_then(|s| s.volume_id.as_deref()) == Some(id));
+        let mut found = list.items.into_iter().filter(|lv| holds_id(lv, id));
         let first = found.next();
         if found.next().is_some() {
             return Err(CsiError::internal(format!(
@@ -845,6 +850,24 @@ impl ControllerApi for Arc<ControllerService> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_volume_id_is_followed_only_to_the_object_whose_uid_it_is() {
+        let lv = |uid: &str, id: &str| {
+            let mut lv: LogicalVolume = serde_json::from_value(serde_json::json!({
+                "metadata": {"name": "v", "uid": uid},
+                "spec": {"name": "v", "nodeName": "n", "size": "1Gi"},
+                "status": {"volumeID": id}
+            }))
+            .unwrap();
+            lv.metadata.uid = Some(uid.into());
+            lv
+        };
+        assert!(holds_id(&lv("u1", "u1"), "u1"));
+        // Another node's object re-pointed at u1 is not volume u1.
+        assert!(!holds_id(&lv("u2", "u1"), "u1"));
+        assert!(!holds_id(&lv("u1", "u1"), "u2"));
+    }
 
     #[test]
     fn grpc_timeouts_parse() {
