@@ -73,6 +73,11 @@ pub(super) fn wait_budget<T>(req: &Request<T>) -> Duration {
 /// HTTP/2 defines it; anything else is no deadline of the caller's (the default applies). The
 /// result is capped at [`MAX_WAIT`]: a wait ends at `now + budget`, which must not overflow.
 pub fn parse_grpc_timeout(v: &str) -> Option<Duration> {
+    // ASCII only: the unit is the last byte (found by tests/props.rs: a multi-byte last
+    // character panicked the split).
+    if !v.is_ascii() {
+        return None;
+    }
     let (digits, unit) = v.split_at(v.len().checked_sub(1)?);
     if digits.is_empty() || digits.len() > 8 || !digits.bytes().all(|b| b.is_ascii_digit()) {
         return None;
@@ -881,6 +886,7 @@ mod tests {
         // More than 8 digits is not a gRPC timeout (it panicked the server, adding to now).
         assert_eq!(parse_grpc_timeout("123456789S"), None);
         assert_eq!(parse_grpc_timeout("99999999H"), Some(MAX_WAIT));
+        assert_eq!(parse_grpc_timeout("C=\u{10c9d9}"), None);
     }
 
     #[test]
