@@ -256,6 +256,10 @@ async fn replay<U: Unit>(state: &mut UnitState<U>, trace: Trace) -> Result<(), U
     let a = &state.args;
     let name = a.unit.name();
     let claim = Some(state.claim.clone());
+    // An intent that cannot be read cannot be replayed: said once per start, left to verify.
+    for c in a.journal.unreadable_open_intents().unwrap_or_default() {
+        warn!(unit = %name, seq = c.seq, reason = %c.reason, "an open intent in the journal cannot be read; replay skips it (lvms journal verify lists it)");
+    }
     let open = a
         .journal
         .open_intents_for(name)

@@ -829,18 +829,34 @@ impl Journal {
     }
 
     /// Open intents in seq order. A missing or corrupt intent is an error, never skipped.
+    /// Every readable open intent. One whose record is corrupt or missing is left out (see
+    /// [`Journal::unreadable_open_intents`]): nothing can replay an intent it cannot read, and
+    /// failing the whole list would keep every unit from replaying, and so from ever running
+    /// again (a teardown blocked for good by one bad record). A store that cannot be read at
+    /// all is still an error.
     pub fn open_intents(&self) -> Result<Vec<Record>> {
-        self.open_intent_seqs()?
-            .into_iter()
-            .map(|seq| {
-                self.get(seq)?.ok_or_else(|| {
-                    JournalError::Corrupt(CorruptRecord {
-                        seq,
-                        reason: "open-intent index points at a missing record".into(),
-                    })
-                })
-            })
-            .collect()
+        Ok(self.open_intents_checked()?.0)
+    }
+
+    /// The open intents that cannot be read: what `lvms journal verify` also reports.
+    pub fn unreadable_open_intents(&self) -> Result<Vec<CorruptRecord>> {
+        Ok(self.open_intents_checked()?.1)
+    }
+
+    fn open_intents_checked(&self) -> Result<(Vec<Record>, Vec<CorruptRecord>)> {
+        let (mut readable, mut corrupt) = (Vec::new(), Vec::new());
+        for seq in self.open_intent_seqs()? {
+            match self.get(seq) {
+                Ok(Some(r)) => readable.push(r),
+                Ok(None) => corrupt.push(CorruptRecord {
+                    seq,
+                    reason: "open-intent index points at a missing record".into(),
+                }),
+                Err(JournalError::Corrupt(c)) => corrupt.push(c),
+                Err(e) => return Err(e),
+            }
+        }
+        Ok((readable, corrupt))
     }
 
     /// What a restarted unit must replay: its intents that have no outcome.

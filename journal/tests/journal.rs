@@ -612,3 +612,24 @@ fn a_superseded_claim_can_no_longer_append_for_its_unit() {
     j.append_outcome_claimed(Some(&new), left, ok(), Duration::ZERO, trace(1))
         .unwrap();
 }
+
+/// One corrupt open intent must not hide the others: every unit's replay reads this list, and a
+/// list that failed as a whole kept every unit from ever running again (issue 38: a teardown
+/// blocked forever by one bad record).
+#[test]
+fn a_corrupt_open_intent_is_set_aside_and_the_others_still_replay() {
+    let dir = tempfile::tempdir().unwrap();
+    let j = Journal::open(dir.path()).unwrap();
+    let bad = j.append_intent(intent("a", "x", "k1"), trace(1)).unwrap();
+    let good = j.append_intent(intent("b", "y", "k2"), trace(2)).unwrap();
+    assert!(j.testing_corrupt_record(bad).unwrap());
+    let open: Vec<u64> = j.open_intents().unwrap().iter().map(|r| r.seq).collect();
+    assert_eq!(open, [good]);
+    assert_eq!(j.open_intents_for("b").unwrap().len(), 1);
+    let unreadable = j.unreadable_open_intents().unwrap();
+    assert_eq!(unreadable.len(), 1);
+    assert_eq!(unreadable[0].seq, bad);
+    // Still what verify reports, and still open (nothing decided it).
+    assert!(j.is_open(bad).unwrap());
+    assert!(!j.verify().unwrap().is_clean());
+}
