@@ -344,7 +344,7 @@ impl RealNode {
             .arg(self.image.dir.join("vmlinuz"))
             .arg("-initrd")
             .arg(self.image.dir.join("initramfs.cpio"))
-            .args(["-append", "console=ttyS0 panic=-1"])
+            .args(["-append", crate::guest::KERNEL_ARGS])
             .arg("-serial")
             .arg(format!("file:{}", self.console_path().display()));
         let mut drive = |path: PathBuf, serial: &str| {

@@ -63,7 +63,7 @@ pub(crate) fn boot(
         .arg(image.kernel())
         .arg("-initrd")
         .arg(image.initramfs())
-        .args(["-append", "console=ttyS0 quiet panic=-1"])
+        .args(["-append", &format!("{} quiet", super::KERNEL_ARGS)])
         .arg("-serial")
         .arg(format!("file:{}", console.display()));
     // The root PCI bus has ~30 free slots and a group's jobs bring more disks than that (each

@@ -109,6 +109,13 @@ fn qemu() -> Option<PathBuf> {
     .find(|p| p.is_file())
 }
 
+/// The guests' kernel command line. `tsc=reliable`: under TCG the clocksource watchdog finds
+/// the emulated TSC skewed and marks it unstable while the guest runs; the static key that
+/// flips then is patched with int3 under a running vCPU, and 6.12 oopsed there in the node's
+/// reboot (`Oops: int3` in `sched_clock_cpu`, a kernel panic 15 s after boot). A TSC taken as
+/// reliable is never re-verified, so nothing is patched after boot.
+pub(crate) const KERNEL_ARGS: &str = "console=ttyS0 panic=-1 tsc=reliable";
+
 /// KVM when `/dev/kvm` opens and the CPU exposes hardware virtualisation; on this machine kind
 /// it does not (KVM then hangs or aborts at boot), so TCG. `LVMS_GUEST_ACCEL` overrides.
 pub(crate) fn accel() -> String {
