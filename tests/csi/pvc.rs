@@ -303,7 +303,10 @@ async fn a_claim_too_big_for_its_node_is_explained() {
         );
     };
     assert_eq!(h["status"], "Pending", "{e:#}");
-    assert_eq!(h["node"], NODE, "{e:#}");
+    // RESOURCE_EXHAUSTED (TopoLVM's answer for a node without room) makes csi-provisioner hand
+    // the claim back to the scheduler: its node may already be gone from it.
+    let node = h["node"].as_str();
+    assert!(node.is_none() || node == Some(NODE), "{e:#}");
     assert_eq!(h["class"], format!("lvms-{}", n.class), "{e:#}");
     let error = h["step"]["error"].as_str().unwrap_or_default();
     let why = h["step"]["step"].as_str().unwrap_or_default();
@@ -322,8 +325,11 @@ async fn a_claim_too_big_for_its_node_is_explained() {
     let text = String::from_utf8_lossy(&out.stdout);
     println!("{text}");
     let head: String = text.lines().take(12).collect::<Vec<_>>().join("\n");
+    // Read a moment after the JSON: the claim may have lost its node in between.
     assert!(
-        head.contains("node node-a, class lvms-") && head.contains("Pending") && head.contains(why),
+        (head.contains("node node-a, class lvms-") || head.contains("  class lvms-"))
+            && head.contains("Pending")
+            && head.contains(why),
         "{text}"
     );
 }
