@@ -253,13 +253,20 @@ fn the_group_snapshots_component_turns_the_gate_on_in_the_kustomize_tree() {
 
 /// OpenShift's restricted-v2 SCC assigns the uid and refuses a fixed one outside the
 /// namespace's range: the operator Pod names none (the image's numeric USER is the uid elsewhere).
-#[test]
-fn the_operator_pod_pins_no_uid() {
-    for objs in [
+/// The operator Pod's spec as the chart (default values) and the kustomize tree render it.
+fn operator_pod_specs() -> Vec<Value> {
+    [
         helm_template(&repo("deploy/helm/lvms"), &[]).unwrap(),
         render(&repo("deploy/default")).unwrap(),
-    ] {
-        let spec = &operator_deployment(&objs)["spec"]["template"]["spec"];
+    ]
+    .iter()
+    .map(|objs| operator_deployment(objs)["spec"]["template"]["spec"].clone())
+    .collect()
+}
+
+#[test]
+fn the_operator_pod_pins_no_uid() {
+    for spec in &operator_pod_specs() {
         assert!(spec["securityContext"]["runAsUser"].is_null(), "{spec}");
         assert_eq!(spec["securityContext"]["runAsNonRoot"], true);
         for c in spec["containers"].as_array().unwrap() {
@@ -270,11 +277,7 @@ fn the_operator_pod_pins_no_uid() {
 
 #[test]
 fn every_scratch_volume_of_the_operator_is_bounded() {
-    for objs in [
-        helm_template(&repo("deploy/helm/lvms"), &[]).unwrap(),
-        render(&repo("deploy/default")).unwrap(),
-    ] {
-        let spec = &operator_deployment(&objs)["spec"]["template"]["spec"];
+    for spec in &operator_pod_specs() {
         let scratch: Vec<&Value> = spec["volumes"]
             .as_array()
             .unwrap()

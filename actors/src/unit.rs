@@ -256,16 +256,17 @@ async fn replay<U: Unit>(state: &mut UnitState<U>, trace: Trace) -> Result<(), U
     let a = &state.args;
     let name = a.unit.name();
     let claim = Some(state.claim.clone());
+    let (open, unreadable) = a
+        .journal
+        .open_intents_checked()
+        .map_err(UnitError::journal)?;
     // An intent that cannot be read cannot be replayed: said once per start, left to verify.
-    for c in a.journal.unreadable_open_intents().unwrap_or_default() {
+    for c in unreadable {
         warn!(unit = %name, seq = c.seq, reason = %c.reason, "an open intent in the journal cannot be read; replay skips it (lvms journal verify lists it)");
     }
-    let open = a
-        .journal
-        .open_intents_for(name)
-        .map_err(UnitError::journal)?
+    let open = open
         .into_iter()
-        .filter(|r| r.seq < before);
+        .filter(|r| r.unit() == Some(name) && r.seq < before);
     let mut passes: Vec<(Seq, ObjectRef)> = Vec::new();
     for rec in open {
         let Record {

@@ -22,19 +22,23 @@ cargo test -p lvms-journal --features failpoints --test failpoints 2>&1 | tee -a
 # (default: all of them but `demo`, `make demo`'s, in the tier's order).
 cargo test --test guest --test node --no-run 2>&1 | tee -a "$log" || rc=1
 gdir=$(mktemp -d)
+# panicked_failures TAG: the tests $gdir/TAG.1 failed, if its guest kernel panicked (seen in
+# CI under TCG: a slab oops in a kworker on 6.12, an int3 oops in a node's reboot); nothing
+# otherwise. Those run once more in a new guest, loudly; ordinary failures never run again.
+panicked_failures() {
+  grep -aq 'Kernel panic - not syncing' "$gdir/$1.1" || return 0
+  sed -n 's/^test \(.*\) \.\.\. FAILED$/\1/p' "$gdir/$1.1" | tr '\n' ' '
+}
 # group TAG ENV... -- ARGS...: one guest group; its output streamed with the tag in front and
-# kept whole in $gdir/TAG.1. A group whose guest kernel panicked (seen in CI: a slab oops in a
-# kworker on 6.12, 111 s after boot, under TCG) runs its failed scenarios once more in a new
-# guest, loudly; ordinary failures never run again.
+# kept whole in $gdir/TAG.1 (TAG.2: the rerun after a panic).
 group() {
   local tag=$1 envs=()
   shift
   while [ "$1" != -- ]; do envs+=("$1"); shift; done
   shift
   env "${envs[@]}" cargo test --test guest -- "$@" 2>&1 | tee "$gdir/$tag.1" | sed -u "s/^/[$tag] /"
-  grep -aq 'Kernel panic - not syncing' "$gdir/$tag.1" || return 0
   local failed
-  failed=$(sed -n 's/^test \(.*\) \.\.\. FAILED$/\1/p' "$gdir/$tag.1" | tr '\n' ' ')
+  failed=$(panicked_failures "$tag")
   [ -n "$failed" ] || return 0
   echo "== [$tag] the guest's kernel panicked (its console above): running its failed scenarios once more in a new guest: $failed"
   # shellcheck disable=SC2086 # one scenario name per word
@@ -51,11 +55,9 @@ node() {
   # shellcheck disable=SC2206 # one scenario name per word
   [ -n "${LVMS_NODE_SCENARIOS:-}" ] && only=(--exact $LVMS_NODE_SCENARIOS)
   cargo test --test node -- "${only[@]}" 2>&1 | tee "$gdir/node.1" | sed -u "s/^/[node] /"
-  # As a group's: a node whose kernel panicked (TCG; seen in the reboot scenario) takes its
-  # failed scenarios once more on a new node, between an install and a teardown, loudly.
-  grep -aq 'Kernel panic - not syncing' "$gdir/node.1" || return 0
+  # As a group's, on a new node, between an install and a teardown.
   local failed
-  failed=$(sed -n 's/^test \(.*\) \.\.\. FAILED$/\1/p' "$gdir/node.1" | tr '\n' ' ')
+  failed=$(panicked_failures node)
   [ -n "$failed" ] || return 0
   echo "== [node] the node's kernel panicked (its console above): running its failed scenarios once more on a new node: $failed"
   # shellcheck disable=SC2086 # one scenario name per word

@@ -843,7 +843,9 @@ impl Journal {
         Ok(self.open_intents_checked()?.1)
     }
 
-    fn open_intents_checked(&self) -> Result<(Vec<Record>, Vec<CorruptRecord>)> {
+    /// Both at once, from one read of the open-intent index: the readable open intents and
+    /// the ones that cannot be read.
+    pub fn open_intents_checked(&self) -> Result<(Vec<Record>, Vec<CorruptRecord>)> {
         let (mut readable, mut corrupt) = (Vec::new(), Vec::new());
         for seq in self.open_intent_seqs()? {
             match self.get(seq) {

@@ -26,6 +26,8 @@ pub struct VgManagerArgs {
     pub host_command_prefix: String,
     /// How long one host command (lvm2, dmsetup, mkfs, mount) may run before it is killed
     /// and its step fails (a group snapshot's suspended gates are resumed); `0s`: no limit.
+    /// Far beyond any lvm2 metadata change or mkfs, short enough that a hung command's
+    /// suspended gates come back within minutes.
     #[arg(long, env = "LVMS_HOST_COMMAND_TIMEOUT", default_value = "300s", value_parser = super::since::parse_duration)]
     pub host_command_timeout: Duration,
     /// lvm2 `--config` for every lvm command (tests: `global{activation=0} ...`).

@@ -44,15 +44,13 @@ pub struct Serving {
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     task: tokio::task::JoinHandle<()>,
     /// The accept loop: it holds the listener, so it stops with the server.
-    accepting: Option<tokio::task::JoinHandle<()>>,
+    accepting: tokio::task::JoinHandle<()>,
     _socket: SocketFile,
 }
 
 impl Drop for Serving {
     fn drop(&mut self) {
-        if let Some(a) = self.accepting.take() {
-            a.abort();
-        }
+        self.accepting.abort();
     }
 }
 
@@ -78,16 +76,27 @@ pub fn serve(
     router: tonic::transport::server::Router,
     what: &'static str,
 ) -> Serving {
-    let (tx, rx) = tokio::sync::mpsc::channel::<std::io::Result<tokio::io::DuplexStream>>(16);
-    let accepting = tokio::spawn(accept(listener, tx, what));
-    let mut serving = serve_stream(
-        socket,
-        tokio_stream::wrappers::ReceiverStream::new(rx),
-        router,
-        what,
-    );
-    serving.accepting = Some(accepting);
-    serving
+    let (conn_tx, conn_rx) = tokio::sync::mpsc::channel(16);
+    let accepting = tokio::spawn(accept(listener, conn_tx, what));
+    let connections = tokio_stream::wrappers::ReceiverStream::new(conn_rx);
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(async move {
+        let result = router
+            .serve_with_incoming_shutdown(connections, async {
+                let _ = rx.await;
+            })
+            .await;
+        if let Err(e) = result {
+            tracing::error!(error = %e, services = what, "CSI server stopped");
+        }
+    });
+    tracing::info!(socket = %socket.display(), services = what, "CSI serving");
+    Serving {
+        stop: Some(tx),
+        task,
+        accepting,
+        _socket: SocketFile(socket.to_path_buf()),
+    }
 }
 
 /// Each accepted connection: an in-memory pipe to the tonic server, the client's frames
@@ -122,42 +131,6 @@ async fn accept(
             let mut ours_r = ours_r;
             let _ = tokio::io::copy(&mut ours_r, &mut client_w).await;
         });
-    }
-}
-
-/// The server itself, from a stream of connections (the shimmed ones [`serve`] accepts).
-fn serve_stream<S, IO>(
-    socket: &Path,
-    connections: S,
-    router: tonic::transport::server::Router,
-    what: &'static str,
-) -> Serving
-where
-    S: futures::Stream<Item = std::io::Result<IO>> + Send + 'static,
-    IO: tokio::io::AsyncRead
-        + tokio::io::AsyncWrite
-        + tonic::transport::server::Connected
-        + Unpin
-        + Send
-        + 'static,
-{
-    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-    let task = tokio::spawn(async move {
-        let result = router
-            .serve_with_incoming_shutdown(connections, async {
-                let _ = rx.await;
-            })
-            .await;
-        if let Err(e) = result {
-            tracing::error!(error = %e, services = what, "CSI server stopped");
-        }
-    });
-    tracing::info!(socket = %socket.display(), services = what, "CSI serving");
-    Serving {
-        stop: Some(tx),
-        task,
-        accepting: None,
-        _socket: SocketFile(socket.to_path_buf()),
     }
 }
 

@@ -472,16 +472,18 @@ pub fn strip_pvc(pvc: &mut PersistentVolumeClaim) {
     strip_meta(pvc);
     pvc.metadata.labels = None;
     pvc.metadata.owner_references = None;
-    if let Some(a) = pvc.metadata.annotations.as_mut() {
-        a.retain(|k, _| k == crate::api::topolvm::SELECTED_NODE_ANNOTATION);
+    keep_annotations(&mut pvc.metadata, |k| {
+        k == crate::api::topolvm::SELECTED_NODE_ANNOTATION
+    });
+}
+
+/// Only the annotations `keep` names stay; none left is no map at all.
+fn keep_annotations(meta: &mut ObjectMeta, keep: impl Fn(&str) -> bool) {
+    if let Some(a) = meta.annotations.as_mut() {
+        a.retain(|k, _| keep(k));
     }
-    if pvc
-        .metadata
-        .annotations
-        .as_ref()
-        .is_some_and(|a| a.is_empty())
-    {
-        pvc.metadata.annotations = None;
+    if meta.annotations.as_ref().is_some_and(|a| a.is_empty()) {
+        meta.annotations = None;
     }
 }
 
@@ -490,17 +492,9 @@ pub fn strip_pvc(pvc: &mut PersistentVolumeClaim) {
 fn strip_node(node: &mut Node) {
     strip_meta(node);
     node.status = None;
-    if let Some(a) = node.metadata.annotations.as_mut() {
-        a.retain(|k, _| k.starts_with(crate::api::topolvm::CAPACITY_ANNOTATION_PREFIX));
-    }
-    if node
-        .metadata
-        .annotations
-        .as_ref()
-        .is_some_and(|a| a.is_empty())
-    {
-        node.metadata.annotations = None;
-    }
+    keep_annotations(&mut node.metadata, |k| {
+        k.starts_with(crate::api::topolvm::CAPACITY_ANNOTATION_PREFIX)
+    });
 }
 
 impl WatchHub {

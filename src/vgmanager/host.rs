@@ -102,10 +102,6 @@ pub struct Host {
     pub deadline: Option<Duration>,
 }
 
-/// `--host-command-timeout`'s default: far beyond any lvm2 metadata change or mkfs, short
-/// enough that a hung command's suspended gates come back within minutes.
-pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(300);
-
 impl Host {
     /// The full argv that runs (pure; tested).
     pub fn argv(&self, cmd: &[String]) -> Vec<String> {

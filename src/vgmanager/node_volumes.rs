@@ -153,47 +153,43 @@ impl NodeReads<'_> {
         gate::parse_table(&out).map_err(|e| CsiError::unavailable(e.to_string()))
     }
 
-    /// `major:minor` of every device the volume can be mounted from on this node: its gate
-    /// and its LV (when active). Empty when neither is there.
-    pub async fn volume_devices(&self, volume_id: &str) -> Result<Vec<String>, CsiError> {
-        let mut out = Vec::new();
+    /// The mount at `path`, checked to be the volume's; None when nothing is mounted there.
+    /// Anything else mounted there is the caller's error (`asked` says which code): nothing
+    /// is done to it. The volume's devices are read as far as needed: its gate first (what a
+    /// filesystem is mounted from, no lvm2 scan), then its LV (a block volume's device node, or
+    /// a filesystem published before gates).
+    pub async fn volume_mount_at(
+        &self,
+        volume_id: &str,
+        path: &str,
+        asked: PathUse,
+    ) -> Result<Option<Mount>, CsiError> {
+        let Some(m) = mountinfo::at(&self.mounts().await?, path).cloned() else {
+            return Ok(None);
+        };
+        let mut devices = Vec::new();
         if self.gate(volume_id).await?.is_some() {
-            out.push(self.device_number(&gate::path(volume_id)).await?);
+            devices.push(self.device_number(&gate::path(volume_id)).await?);
+            if is_volume_mount(&m, None, &devices) {
+                return Ok(Some(m));
+            }
         }
         let lv = find(self.ctx, volume_id)
             .await
             .map_err(|e| CsiError::unavailable(format!("reading lvm2 for {volume_id}: {e}")))?;
         if let Some(lv) = lv.filter(FoundLv::active) {
-            out.push(self.device_number(&lv.device(volume_id)).await?);
+            devices.push(self.device_number(&lv.device(volume_id)).await?);
         }
-        Ok(out)
-    }
-
-    /// The mount at `path`, checked to be the volume's; None when nothing is mounted there.
-    /// Anything else mounted there is the caller's error: nothing is done to it.
-    pub async fn volume_mount_at(
-        &self,
-        volume_id: &str,
-        path: &str,
-        field: &str,
-    ) -> Result<Option<Mount>, CsiError> {
-        let Some(m) = mountinfo::at(&self.mounts().await?, path).cloned() else {
-            return Ok(None);
-        };
-        let devices = self.volume_devices(volume_id).await?;
         // Only a device node has a number of its own (a block volume's target).
-        let node_device = if devices.contains(&m.device) {
-            None
-        } else {
-            self.device_number(path).await.ok()
-        };
+        let node_device = self.device_number(path).await.ok();
         if is_volume_mount(&m, node_device.as_deref(), &devices) {
             return Ok(Some(m));
         }
         Err(CsiError::new(
-            Code::FailedPrecondition,
+            asked.code(),
             format!(
-                "{field} {path} is not where volume {volume_id} is published on node {}: {} ({}) is mounted there, not the volume's device ({}); nothing was done to it",
+                "{} {path} is not where volume {volume_id} is published on node {}: {} ({}) is mounted there, not the volume's device ({}); nothing was done to it",
+                asked.field(),
                 self.ctx.node,
                 m.source,
                 m.device,
@@ -449,7 +445,7 @@ impl HostVolumes {
         // to be the volume's (never `umount` what someone else mounted there).
         while let Some(m) = self
             .reads()
-            .volume_mount_at(volume_id, target, "target_path")
+            .volume_mount_at(volume_id, target, PathUse::Target)
             .await?
         {
             let step = NodeStep::Unmount {
@@ -510,9 +506,8 @@ impl HostVolumes {
         let lv = reads.lv(volume_id).await?;
         self.ensure_active(volume_id, &lv).await?;
         let Some(m) = reads
-            .volume_mount_at(volume_id, path, "volume_path")
-            .await
-            .map_err(not_found_elsewhere)?
+            .volume_mount_at(volume_id, path, PathUse::Volume)
+            .await?
         else {
             return Err(CsiError::not_found(format!(
                 "volume_path {path} is not a mounted volume on node {}",
@@ -543,13 +538,30 @@ impl HostVolumes {
     }
 }
 
-/// For stats and expansion a path where another filesystem is mounted is where the volume is
-/// not: NOT_FOUND, as CSI names a `volume_path` that is not the volume's.
-fn not_found_elsewhere(e: CsiError) -> CsiError {
-    if e.code == Code::FailedPrecondition {
-        CsiError::not_found(e.message)
-    } else {
-        e
+/// Which path a node RPC names: the field, and the code when another filesystem is mounted
+/// there.
+#[derive(Debug, Clone, Copy)]
+pub enum PathUse {
+    /// NodeUnpublishVolume's `target_path`: FAILED_PRECONDITION, nothing unmounted.
+    Target,
+    /// Stats' and expansion's `volume_path`: NOT_FOUND, as CSI names a path that is not the
+    /// volume's.
+    Volume,
+}
+
+impl PathUse {
+    fn field(self) -> &'static str {
+        match self {
+            PathUse::Target => "target_path",
+            PathUse::Volume => "volume_path",
+        }
+    }
+
+    fn code(self) -> Code {
+        match self {
+            PathUse::Target => Code::FailedPrecondition,
+            PathUse::Volume => Code::NotFound,
+        }
     }
 }
 
@@ -562,9 +574,8 @@ impl NodeVolumes for HostVolumes {
         Box::pin(async move {
             match self
                 .reads()
-                .volume_mount_at(volume_id, path, "volume_path")
-                .await
-                .map_err(not_found_elsewhere)?
+                .volume_mount_at(volume_id, path, PathUse::Volume)
+                .await?
             {
                 Some(_) => Ok(()),
                 None => Err(CsiError::not_found(format!(

@@ -197,35 +197,12 @@ impl Scenario {
     /// (finalizers, deletion, state) and the last lines of every process log of the scenario,
     /// so a failure seen only in CI names what held it.
     pub async fn diagnosis(&self) -> String {
-        let mut out = String::new();
-        match self.clusters().list(&ListParams::default()).await {
-            Ok(l) => {
-                for c in l.items {
-                    out.push_str(&format!(
-                        "LVMCluster {}: finalizers {:?}, deleting {}, state {:?}\n",
-                        c.metadata.name.as_deref().unwrap_or_default(),
-                        c.metadata.finalizers.unwrap_or_default(),
-                        c.metadata.deletion_timestamp.is_some(),
-                        c.status.and_then(|s| s.state),
-                    ))
-                }
-            }
-            Err(e) => out.push_str(&format!("LVMClusters not listed: {e}\n")),
-        }
+        let mut out = described(self.clusters(), "LVMCluster", |c| {
+            format!(", state {:?}", c.status.as_ref().and_then(|s| s.state))
+        })
+        .await;
         let groups: Api<LVMVolumeGroup> = Api::namespaced(self.client.clone(), &self.ns.name);
-        match groups.list(&ListParams::default()).await {
-            Ok(l) => {
-                for g in l.items {
-                    out.push_str(&format!(
-                        "LVMVolumeGroup {}: finalizers {:?}, deleting {}\n",
-                        g.metadata.name.as_deref().unwrap_or_default(),
-                        g.metadata.finalizers.unwrap_or_default(),
-                        g.metadata.deletion_timestamp.is_some(),
-                    ))
-                }
-            }
-            Err(e) => out.push_str(&format!("LVMVolumeGroups not listed: {e}\n")),
-        }
+        out.push_str(&described(groups, "LVMVolumeGroup", |_| String::new()).await);
         for log in logs_under(&self.dir) {
             let text = std::fs::read_to_string(&log).unwrap_or_default();
             let lines: Vec<&str> = text.lines().collect();
@@ -285,6 +262,30 @@ impl Scenario {
         )
         .await
         .expect("writing node status");
+    }
+}
+
+/// A line per object of `api`: its name, finalizers, whether it is being deleted, and `extra`.
+async fn described<K>(api: Api<K>, kind: &str, extra: impl Fn(&K) -> String) -> String
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    match api.list(&ListParams::default()).await {
+        Ok(l) => l
+            .items
+            .iter()
+            .map(|o| {
+                let m = o.meta();
+                format!(
+                    "{kind} {}: finalizers {:?}, deleting {}{}\n",
+                    m.name.as_deref().unwrap_or_default(),
+                    m.finalizers.clone().unwrap_or_default(),
+                    m.deletion_timestamp.is_some(),
+                    extra(o)
+                )
+            })
+            .collect(),
+        Err(e) => format!("{kind}s not listed: {e}\n"),
     }
 }
 

@@ -6,7 +6,6 @@ use std::time::{Duration, Instant};
 
 use kube::api::ListParams;
 use lvms::csi::proto::controller_client::ControllerClient;
-use lvms::csi::proto::node_client::NodeClient;
 use lvms::csi::proto::volume_capability::{AccessType, MountVolume};
 use lvms::csi::proto::{
     DeleteSnapshotRequest, NodeGetVolumeStatsRequest, NodeUnpublishVolumeRequest, Topology,
@@ -17,15 +16,6 @@ use tonic::Code;
 use tonic::transport::Channel;
 
 use crate::common::{MIB, ThickNode, create_request, create_until_ok};
-
-async fn node_client(n: &ThickNode) -> NodeClient<Channel> {
-    let socket = n.vgm.as_ref().expect("vg-manager").csi_socket.clone();
-    NodeClient::new(
-        lvms::csi::client::connect(&socket)
-            .await
-            .expect("node socket"),
-    )
-}
 
 async fn logical_volume_names(n: &ThickNode) -> Vec<String> {
     n.logical_volumes()
@@ -153,7 +143,7 @@ async fn node_rpcs_touch_only_the_volumes_own_paths() {
         create_request("pvc-paths", 16 * MIB, &n.class),
     )
     .await;
-    let mut node = node_client(&n).await;
+    let mut node = n.node().await;
     let unpublish = |target: &str| NodeUnpublishVolumeRequest {
         volume_id: id.clone(),
         target_path: target.into(),

@@ -9,6 +9,7 @@ use kube::Api;
 use lvms::api::LogicalVolume;
 use lvms::csi::proto::CreateVolumeRequest;
 use lvms::csi::proto::controller_client::ControllerClient;
+use lvms::csi::proto::node_client::NodeClient;
 use lvms_testkit::dev::operator::OperatorProcess;
 use lvms_testkit::disks::{Disk, lvm, require_prerequisites};
 use lvms_testkit::fixtures::{host_selector, lvm_cluster};
@@ -73,6 +74,16 @@ impl ThickNode {
         };
         n.capacity_where(|c| c > 150 * MIB).await;
         n
+    }
+
+    /// A client of vg-manager's node socket (Identity + Node).
+    pub async fn node(&self) -> NodeClient<Channel> {
+        let socket = &self.vgm.as_ref().expect("vg-manager").csi_socket;
+        NodeClient::new(
+            lvms::csi::client::connect(socket)
+                .await
+                .expect("node socket"),
+        )
     }
 
     pub async fn controller(&self) -> ControllerClient<Channel> {

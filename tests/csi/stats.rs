@@ -1,7 +1,6 @@
 //! NodeGetVolumeStats on vg-manager's node socket: the capabilities that offer it, and
 //! NOT_FOUND for a path that is not there or where the volume is not published.
 
-use lvms::csi::proto::node_client::NodeClient;
 use lvms::csi::proto::node_service_capability::{Type as Cap, rpc::Type as NodeRpc};
 use lvms::csi::proto::{NodeGetCapabilitiesRequest, NodeGetVolumeStatsRequest};
 
@@ -15,12 +14,7 @@ async fn volume_stats_are_offered_and_only_for_where_the_volume_is() {
         create_request("pvc-stats", 32 * MIB, &n.class),
     )
     .await;
-    let socket = n.vgm.as_ref().expect("vg-manager").csi_socket.clone();
-    let mut node = NodeClient::new(
-        lvms::csi::client::connect(&socket)
-            .await
-            .expect("node socket"),
-    );
+    let mut node = n.node().await;
     let caps: Vec<i32> = node
         .node_get_capabilities(NodeGetCapabilitiesRequest {})
         .await

@@ -293,15 +293,15 @@ impl ControllerService {
         self.ready()?;
         let group = &req.group_snapshot_id;
         let members = self.members_of(group)?;
-        // An id already gone is no mismatch (a retried delete); one that exists elsewhere is.
-        let mut strangers = Vec::new();
-        for id in &req.snapshot_ids {
-            if let Some(lv) = self.find_volume(id).await?
-                && group_of(&lv) != Some(group.as_str())
-            {
-                strangers.push(id.clone());
-            }
-        }
+        // Only the group's own members are deleted below; an id that is none of them but names
+        // a volume is the mismatch the spec asks to refuse (one already gone is a retried
+        // delete). The index answers: it has synced (ready above).
+        let strangers: Vec<&String> = req
+            .snapshot_ids
+            .iter()
+            .filter(|id| !members.iter().any(|m| volume_id(m) == Some(id.as_str())))
+            .filter(|id| self.volumes.by_volume_id(id).is_some())
+            .collect();
         if !strangers.is_empty() {
             return Err(CsiError::new(
                 Code::FailedPrecondition,

@@ -48,12 +48,12 @@ pub fn choose_node(
             }
             // The scheduler's choice first; a node that cannot take the volume is refused
             // now (TopoLVM: no capacity there), never left to time out with its object.
-            let free_on = |seg: &str| {
+            let node_at = |seg: &str| {
                 nodes
                     .iter()
                     .find(|n| n.topology.as_deref() == Some(seg) || n.name == seg)
-                    .and_then(|n| n.free(device_class))
             };
+            let free_on = |seg: &str| node_at(seg).and_then(|n| n.free(device_class));
             if let Some(node) = wanted
                 .iter()
                 .find(|seg| free_on(seg).is_some_and(|free| free >= bytes))
@@ -61,9 +61,7 @@ pub fn choose_node(
                 return Ok(node.to_string());
             }
             let first = wanted[0];
-            let known = nodes
-                .iter()
-                .any(|n| n.topology.as_deref() == Some(first) || n.name == first);
+            let known = node_at(first).is_some();
             Err(match free_on(first) {
                 // ResourceExhausted: csi-provisioner has the scheduler choose again.
                 Some(free) => CsiError::new(

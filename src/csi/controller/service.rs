@@ -858,15 +858,13 @@ mod tests {
 
     #[test]
     fn a_volume_id_is_followed_only_to_the_object_whose_uid_it_is() {
-        let lv = |uid: &str, id: &str| {
-            let mut lv: LogicalVolume = serde_json::from_value(serde_json::json!({
+        let lv = |uid: &str, id: &str| -> LogicalVolume {
+            serde_json::from_value(serde_json::json!({
                 "metadata": {"name": "v", "uid": uid},
                 "spec": {"name": "v", "nodeName": "n", "size": "1Gi"},
                 "status": {"volumeID": id}
             }))
-            .unwrap();
-            lv.metadata.uid = Some(uid.into());
-            lv
+            .unwrap()
         };
         assert!(holds_id(&lv("u1", "u1"), "u1"));
         // Another node's object re-pointed at u1 is not volume u1.
