@@ -36,7 +36,7 @@ pub const LVMDEVICES_PV_NOT_FOUND_EXIT: i32 = 5;
 
 /// Columns of the `lvs` report: LVMS `DefaultListLVColumns` plus `data_percent` for the
 /// thin-pool metrics.
-pub const LVS_COLUMNS: &str = "lv_name,vg_name,pool_lv,lv_attr,lv_size,metadata_percent,chunk_size,lv_metadata_size,sync_percent,lv_health_status,lv_layout,raid_sync_action,data_percent";
+pub const LVS_COLUMNS: &str = "lv_name,vg_name,pool_lv,lv_attr,lv_size,metadata_percent,chunk_size,lv_metadata_size,sync_percent,lv_health_status,lv_layout,raid_sync_action,data_percent,thin_id";
 /// Columns of the `vgs` report (LVMS `ListVGs`).
 pub const VGS_COLUMNS: &str = "vg_name,vg_size,vg_tags";
 
@@ -478,7 +478,7 @@ mod tests {
                 "--reportformat",
                 "json",
                 "-o",
-                "lv_name,vg_name,pool_lv,lv_attr,lv_size,metadata_percent,chunk_size,lv_metadata_size,sync_percent,lv_health_status,lv_layout,raid_sync_action,data_percent"
+                "lv_name,vg_name,pool_lv,lv_attr,lv_size,metadata_percent,chunk_size,lv_metadata_size,sync_percent,lv_health_status,lv_layout,raid_sync_action,data_percent,thin_id"
             ])
         );
         assert_eq!(

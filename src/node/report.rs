@@ -107,6 +107,9 @@ pub struct LogicalVolume {
     pub lv_health_status: Option<String>,
     pub lv_layout: Option<String>,
     pub raid_sync_action: Option<String>,
+    /// A thin volume's device id in its pool (what lvm2 asks the kernel for by number): how a
+    /// device the kernel has but lvm2 no longer names is told apart from a volume's.
+    pub thin_id: Option<u64>,
 }
 
 /// `lvs` output keeps its `report[].lv[]` nesting: validateLVs tells "no report" from "a report
@@ -209,6 +212,8 @@ struct RawLv {
     lv_layout: String,
     #[serde(default)]
     raid_sync_action: String,
+    #[serde(default)]
+    thin_id: String,
 }
 
 fn opt(s: String) -> Option<String> {
@@ -311,7 +316,7 @@ pub fn parse_vgs(json: &str) -> Result<Vec<VolumeGroupRow>, ReportError> {
     Ok(out)
 }
 
-/// `lvs -S vgname=<vg> --units b --nosuffix --reportformat json -o <LVMS's 12 columns,data_percent>`.
+/// `lvs -S vgname=<vg> --units b --nosuffix --reportformat json -o <LVMS's 12 columns,data_percent,thin_id>`.
 pub fn parse_lvs(json: &str) -> Result<LvReport, ReportError> {
     const C: &str = "lvs";
     let mut reports = Vec::new();
@@ -326,6 +331,7 @@ pub fn parse_lvs(json: &str) -> Result<LvReport, ReportError> {
                 chunk_size: bytes(C, &row, "chunk_size", &r.chunk_size)?,
                 lv_metadata_size: bytes(C, &row, "lv_metadata_size", &r.lv_metadata_size)?,
                 sync_percent: percent(C, &row, "sync_percent", &r.sync_percent)?,
+                thin_id: bytes(C, &row, "thin_id", &r.thin_id)?,
                 lv_name: r.lv_name,
                 vg_name: r.vg_name,
                 pool_lv: opt(r.pool_lv),

@@ -24,7 +24,8 @@ use crate::node::volume::actions::VolumeAction as A;
 use crate::node::volume::commands as cmd;
 use crate::node::volume::gate;
 use crate::node::volume::group_plan::{
-    GroupPlan, MemberState, Source, held_gates, hold_gates, plan_group, under_hold, with_group_tag,
+    GroupPlan, MemberState, Source, held_devices, hold_gates, plan_group, under_hold,
+    with_group_tag,
 };
 use crate::node::volume::plan::{Plan, StatusWrite, plan, resolve_class};
 use crate::node::volume::view::view_of;
@@ -88,16 +89,17 @@ fn groups_of(volumes: &[Arc<LogicalVolume>]) -> BTreeMap<String, Group> {
 }
 
 impl VolumesUnit {
-    /// Thaws every gate left suspended (a crash during a hold or a gate reload), journaled.
-    /// Measured on 6.1: an lvm2 scan (`lvs vg`) of a suspended gate waits, uninterruptibly,
-    /// for its resume, so this runs before the first pass reads lvm2.
-    pub(super) async fn thaw_held(&self, steps: &Steps) -> Result<(), UnitError> {
+    /// Thaws every gate, and every LV of the class's VGs, left suspended (a crash during a
+    /// hold, a gate reload or an lvm2 command), journaled. Measured on 6.1: an lvm2 scan (`lvs
+    /// vg`) of a suspended gate waits, uninterruptibly, for its resume, so this runs before the
+    /// first pass reads lvm2.
+    pub(super) async fn thaw_held(&self, steps: &Steps, vgs: &[&str]) -> Result<(), UnitError> {
         let reads = NodeReads { ctx: &self.ctx };
-        let held = held_gates(&reads.dm_devices().await.map_err(unavailable)?);
+        let held = held_devices(&reads.dm_devices().await.map_err(unavailable)?, vgs);
         if held.is_empty() {
             return Ok(());
         }
-        warn!(gates = ?held, "gates left suspended by an interrupted hold: resuming them");
+        warn!(devices = ?held, "devices left suspended by an interrupted hold or lvm2 command: resuming them");
         let argv = gate::resume_argv(&held);
         let spec = StepSpec::new(self.node_object(), A::ReleaseGates)
             .args(vec![format!("gates={}", held.join(","))]);
@@ -112,13 +114,22 @@ impl VolumesUnit {
 
     /// Once per process, before anything reads lvm2: thaw what a crash left held (an lvm2 scan
     /// of a suspended gate would wait for a resume that only this can do).
-    pub(super) async fn thaw_once(&self, steps: &Steps) -> Result<(), UnitError> {
+    pub(super) async fn thaw_once(
+        &self,
+        steps: &Steps,
+        config: &LvmdConfig,
+    ) -> Result<(), UnitError> {
         use std::sync::atomic::Ordering;
         if self.holds_checked.load(Ordering::Relaxed) {
             return Ok(());
         }
         let _gates = self.ctx.gate_lock.lock().await;
-        self.thaw_held(steps).await?;
+        let vgs: Vec<&str> = config
+            .device_classes
+            .iter()
+            .map(|c| c.volume_group.as_str())
+            .collect();
+        self.thaw_held(steps, &vgs).await?;
         self.holds_checked.store(true, Ordering::Relaxed);
         Ok(())
     }
@@ -329,9 +340,11 @@ impl VolumesUnit {
             }
             let started = std::time::Instant::now();
             let mut taken = Ok(());
+            let mut failed = None;
             for (lv, argv, _) in &members {
                 taken = self.host_step(steps, object_ref(lv.as_ref()), A::LvcreateSnapshot, argv.clone()).await;
                 if taken.is_err() {
+                    failed = Some(lv);
                     break;
                 }
             }
@@ -350,6 +363,15 @@ impl VolumesUnit {
             let held = started.elapsed();
             for c in config.device_classes.iter() {
                 self.refresh(observed, &c.name, &c.volume_group).await;
+            }
+            if let (Err(e), Some(lv)) = (&taken, failed) {
+                // A device a killed lvm2 left under the id this member was given: deleted
+                // now, the group is taken again (whole) by the next pass.
+                let v = view_of(lv);
+                if let Ok(class) = resolve_class(config, &v.device_class) {
+                    self.repair_thin(steps, &object_ref(lv.as_ref()), class, observed, A::LvcreateSnapshot, &v.uid, false, e)
+                        .await?;
+                }
             }
             taken?;
             info!(group = %name, members = ?names, gates = gates.len(), held_ms = held.as_millis() as u64, "group snapshot taken at one instant");

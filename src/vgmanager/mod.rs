@@ -17,6 +17,7 @@ pub mod node_volumes;
 pub mod registry;
 pub mod run;
 pub mod table;
+mod thin_repair;
 pub mod volume_group;
 pub mod volume_lookup;
 pub mod volumes;

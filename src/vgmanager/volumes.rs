@@ -216,11 +216,23 @@ impl VolumesUnit {
                 }
                 Plan::Status(write) => lv = self.write_status(steps, object, &lv, write).await?,
                 Plan::Host { action, argv } => {
-                    self.host_step(steps, object, action, argv).await?;
+                    let ran = self.host_step(steps, object.clone(), action, argv).await;
                     // The class's VG as the command left it.
                     if let Some(c) = class {
                         self.refresh(observed, &c.name, &c.volume_group).await;
                     }
+                    if let (Err(e), Some(c)) = (&ran, class) {
+                        let handed_out = view.volume_id.is_some();
+                        if self
+                            .repair_thin(
+                                steps, &object, c, observed, action, &view.uid, handed_out, e,
+                            )
+                            .await?
+                        {
+                            continue;
+                        }
+                    }
+                    ran?;
                 }
             }
         }
@@ -436,7 +448,7 @@ impl VolumesUnit {
                 requeue_after: requeue,
             });
         };
-        self.thaw_once(steps).await?;
+        self.thaw_once(steps, &config).await?;
         let mut observed = self.observe(&config).await;
         let (mut ok, mut missing, mut first_err) = (0usize, 0usize, None);
         // Volume group snapshots first (their members wait for them), then every volume: the

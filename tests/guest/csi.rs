@@ -219,7 +219,44 @@ pub async fn run_thin_csi(
 /// kernel, then deleted.
 pub async fn thin_volumes_snapshots_restores_and_clones_are_made_as_topolvm_makes_them(ctx: Ctx) {
     let vg = format!("x{}", std::process::id());
-    let r = run_thin_csi(ctx, "csi-thin", &vg, ("csi0", 512), GUEST, Vec::new(), host).await;
+    // The states a killed lvm2 leaves in a pool, made at the first two snapshots (the
+    // snapshot's and the restore's or clone's): vg-manager repairs them and nothing shows.
+    let r = run_node(
+        ctx,
+        NodeRun {
+            pool: Some(POOL),
+            prepare: include_str!("scripts/thin-faults.sh"),
+            after_ready: GUEST,
+            host: Some(host),
+            ..NodeRun::new(
+                "csi-thin",
+                &vg,
+                thin_class(&vg, &["csi0"]),
+                vec![("csi0", 512)],
+            )
+        },
+    )
+    .await;
+    let log = r.out.read("vg-manager.log");
+    let warnings: Vec<&str> = log.lines().filter(|l| l.contains(" WARN ")).collect();
+    let warnings = lvms_testkit::process::tail(&warnings.join("\n"), 30);
+    assert!(
+        log.contains("thin device in the pool under no LV") && r.out.read("stray-id").trim() != "",
+        "the stray device was deleted by vg-manager: {warnings}"
+    );
+    assert!(
+        log.contains("thin LV without its device in the pool")
+            && r.out.read("hollow-lv").trim() != "",
+        "the hollow LV (guest: {:?}) was made again by vg-manager: {warnings}",
+        r.out.read("hollow-lv")
+    );
+    let ids = r.out.read("thin-ids");
+    let (kernel, lvm) = ids.split_once('\n').expect("two lines");
+    assert_eq!(
+        kernel.trim(),
+        lvm.trim(),
+        "the pool's devices are exactly lvm2's thin volumes"
+    );
     let ids = std::fs::read_to_string(
         std::env::temp_dir().join(format!("lvms-csi-guest-ids-{}", std::process::id())),
     )

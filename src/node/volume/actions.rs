@@ -24,6 +24,9 @@ pub enum VolumeAction {
     /// The hold released: the gates resumed (object: the group, or the Node for a hold a
     /// crash left). Args: gates.
     ReleaseGates,
+    /// A thin device a killed lvm2 left in the pool under no LV, deleted by number so the
+    /// next lvcreate can have its id (object: the LogicalVolume whose create it blocked).
+    DeleteThinDevice,
 }
 
 impl Action for VolumeAction {
@@ -39,6 +42,7 @@ impl Action for VolumeAction {
         Self::AnnotateCapacity,
         Self::HoldGates,
         Self::ReleaseGates,
+        Self::DeleteThinDevice,
     ];
 
     fn name(self) -> &'static str {
@@ -54,6 +58,7 @@ impl Action for VolumeAction {
             Self::AnnotateCapacity => "annotate-capacity",
             Self::HoldGates => "hold-gates",
             Self::ReleaseGates => "release-gates",
+            Self::DeleteThinDevice => "delete-thin-device",
         }
     }
 }

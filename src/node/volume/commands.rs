@@ -3,7 +3,7 @@
 
 use crate::api::topolvm::LV_TAG;
 use crate::node::commands::{
-    CommandError, LVCHANGE, LVCREATE, LVREMOVE, LVRESIZE, VGS, argv, need_lv, need_vg,
+    CommandError, DMSETUP, LVCHANGE, LVCREATE, LVREMOVE, LVRESIZE, VGS, argv, need_lv, need_vg,
 };
 
 /// How a class stripes and what extra options lvcreate takes (lvmd.yaml).
@@ -110,6 +110,32 @@ pub fn lvchange_activate_clone(vg: &str, lv: &str) -> Result<Vec<String>, Comman
     ))
 }
 
+/// A thin volume activated whatever its activation-skip flag: `lvchange -a y -K <vg>/<lv>`.
+pub fn lvchange_activate(vg: &str, lv: &str) -> Result<Vec<String>, CommandError> {
+    let target = need_lv("lvchange", vg, lv)?;
+    Ok(argv(
+        LVCHANGE,
+        ["-a".to_string(), "y".into(), "-K".into(), target],
+    ))
+}
+
+/// A thin device the pool holds but no LV names, deleted from the pool by number:
+/// `dmsetup message <vg>-<pool>-tpool 0 "delete <id>"` (lvm2 has no command for a device it
+/// does not know).
+pub fn thin_delete_device(vg: &str, pool: &str, id: u64) -> Result<Vec<String>, CommandError> {
+    need_lv("dmsetup message", vg, pool)?;
+    let tpool = format!("{}-tpool", super::gate::lv_dm_name(vg, pool));
+    Ok(argv(
+        DMSETUP,
+        [
+            "message".to_string(),
+            tpool,
+            "0".into(),
+            format!("delete {id}"),
+        ],
+    ))
+}
+
 /// `lvremove -f <vg>/<lv>` (`-f`: an active volume is removed without a prompt).
 pub fn lvremove_volume(vg: &str, lv: &str) -> Result<Vec<String>, CommandError> {
     let target = need_lv("lvremove", vg, lv)?;
@@ -169,6 +195,22 @@ mod tests {
             lvresize("vg1", "uid-1", 8192).unwrap().join(" "),
             "/usr/sbin/lvresize -L 8192b vg1/uid-1"
         );
+        assert_eq!(
+            lvchange_activate("vg1", "uid-1").unwrap().join(" "),
+            "/usr/sbin/lvchange -a y -K vg1/uid-1"
+        );
+        // device-mapper doubles a hyphen inside a VG or LV name.
+        assert_eq!(
+            thin_delete_device("vg-1", "thin-pool", 7).unwrap(),
+            [
+                "/usr/sbin/dmsetup",
+                "message",
+                "vg--1-thin--pool-tpool",
+                "0",
+                "delete 7"
+            ]
+        );
+        assert!(thin_delete_device("vg1", "", 7).is_err());
     }
 
     #[test]

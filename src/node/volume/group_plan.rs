@@ -96,14 +96,44 @@ pub fn hold_gates(sources: &[Source], devices: &[DmDevice]) -> Result<Vec<String
     Ok(gates)
 }
 
-/// Gates left suspended (a crash during a hold or a gate reload): each thawed before anything
-/// else, so no filesystem stays frozen.
-pub fn held_gates(devices: &[DmDevice]) -> Vec<String> {
-    devices
-        .iter()
-        .filter(|d| d.suspended && gate::volume_of(&d.name).is_some())
-        .map(|d| d.name.clone())
-        .collect()
+/// Devices a crash left suspended, in the order they are resumed: the LVs of lvms's VGs
+/// (`vgs`; a killed `lvcreate -s` leaves its origin suspended, a killed pool reload its pool:
+/// lvm2 does not resume them by itself), the pool's own devices first, then the gates (a
+/// crash during a hold or a gate reload). Each is thawed before anything else, so no
+/// filesystem stays frozen.
+pub fn held_devices(devices: &[DmDevice], vgs: &[&str]) -> Vec<String> {
+    let of_vg = |name: &str| {
+        vgs.iter().any(|vg| {
+            name.strip_prefix(&format!("{}-", vg.replace('-', "--")))
+                .is_some_and(|rest| !rest.is_empty() && !rest.starts_with('-'))
+        })
+    };
+    let pool_part = |name: &str| {
+        name.ends_with("-tpool") || name.ends_with("_tdata") || name.ends_with("_tmeta")
+    };
+    let suspended = || {
+        devices
+            .iter()
+            .filter(|d| d.suspended)
+            .map(|d| d.name.as_str())
+    };
+    let mut out: Vec<String> = Vec::new();
+    out.extend(
+        suspended()
+            .filter(|n| of_vg(n) && pool_part(n))
+            .map(String::from),
+    );
+    out.extend(
+        suspended()
+            .filter(|n| of_vg(n) && !pool_part(n))
+            .map(String::from),
+    );
+    out.extend(
+        suspended()
+            .filter(|n| gate::volume_of(n).is_some())
+            .map(String::from),
+    );
+    out
 }
 
 /// The lvcreate of a member under the hold: lvm2 must not scan the suspended gates (a read of
@@ -228,7 +258,25 @@ mod tests {
             dev("lvms-b", 1, false),
             dev("vg-x", 1, true),
         ];
-        assert_eq!(held_gates(&devices), ["lvms-a"]);
+        assert_eq!(held_devices(&devices, &[]), ["lvms-a"]);
+    }
+
+    #[test]
+    fn suspended_lvs_of_lvms_vgs_are_thawed_pool_first_then_gates() {
+        let devices = [
+            dev("lvms-a", 1, true),
+            dev("vg1-origin", 1, true),
+            dev("vg1-pool-tpool", 1, true),
+            dev("vg1-other", 1, false),
+            // Another VG ("vg1-x": escaped "vg1--x") and a VG lvms does not manage.
+            dev("vg1--x-lv", 1, true),
+            dev("data-lv", 1, true),
+        ];
+        assert_eq!(
+            held_devices(&devices, &["vg1"]),
+            ["vg1-pool-tpool", "vg1-origin", "lvms-a"]
+        );
+        assert_eq!(held_devices(&devices, &["vg1-x"]), ["vg1--x-lv", "lvms-a"]);
     }
 
     #[test]

@@ -10,4 +10,5 @@ pub mod group_plan;
 pub mod plan;
 pub mod replay;
 pub mod space;
+pub mod thin_repair;
 pub mod view;

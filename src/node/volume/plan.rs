@@ -168,6 +168,15 @@ fn attr(lv: &LvRow, i: usize) -> char {
     lv.lv_attr.chars().nth(i).unwrap_or('-')
 }
 
+/// Whether a thin LV's pool is active. Only then can anything be activated: with activation
+/// off (a host without device-mapper) asking would never end.
+fn pool_active(lv: &LvRow, h: &HostView) -> bool {
+    lv.pool_lv
+        .as_deref()
+        .and_then(|p| h.lvs.iter().find(|l| l.lv_name == p))
+        .is_some_and(|p| attr(p, 4) == 'a')
+}
+
 /// The next step for `v`.
 pub fn plan(v: &VolumeView, h: &HostView) -> Plan {
     if v.pending_deletion {
@@ -358,23 +367,21 @@ fn finish(v: &VolumeView, h: &HostView, class: &LvmdDeviceClass, lv: &LvRow, wan
             Some("ro") if attr(lv, 1) == 'w' => {
                 return host(VolumeAction::Lvchange, cmd::lvchange_read_only(vg, &v.uid));
             }
-            Some("rw") if attr(lv, 4) != 'a' => {
-                // Only where its pool is active: with activation off (a host without
-                // device-mapper) nothing can be activated, and asking again would never end.
-                let pool_active = lv
-                    .pool_lv
-                    .as_deref()
-                    .and_then(|p| h.lvs.iter().find(|l| l.lv_name == p))
-                    .is_some_and(|p| attr(p, 4) == 'a');
-                if pool_active {
-                    return host(
-                        VolumeAction::Lvchange,
-                        cmd::lvchange_activate_clone(vg, &v.uid),
-                    );
-                }
+            Some("rw") if attr(lv, 4) != 'a' && pool_active(lv, h) => {
+                return host(
+                    VolumeAction::Lvchange,
+                    cmd::lvchange_activate_clone(vg, &v.uid),
+                );
             }
             _ => {}
         }
+    }
+    // lvcreate leaves a thin volume active; one that is not, in an active pool, may be what a
+    // killed lvcreate left: an LV whose device the pool never made. Activating it tells (the
+    // actor removes it and creates it again when the device is missing: `thin_repair`), before
+    // it is handed out as a volume nothing can open.
+    if attr(lv, 0) == 'V' && attr(lv, 4) != 'a' && pool_active(lv, h) {
+        return host(VolumeAction::Lvchange, cmd::lvchange_activate(vg, &v.uid));
     }
     Plan::Status(StatusWrite::Ready {
         volume_id: v.uid.clone(),

@@ -237,8 +237,17 @@ fn snapshots_need_a_thin_source_on_this_node_and_get_their_access() {
         .push(row("uid-1", "Vwi---tz-k", 1 << 30, Some("pool")));
     assert_eq!(argv_of(&plan(&v, &h)), "/usr/sbin/lvchange -p r vg2/uid-1");
     h.lvs.pop();
+    // Read-only but inactive in an active pool: activated first (a killed lvcreate's LV
+    // without its device would fail here, not in the Pod's publish), then reported.
     h.lvs
         .push(row("uid-1", "Vri---tz-k", 1 << 30, Some("pool")));
+    assert_eq!(
+        argv_of(&plan(&v, &h)),
+        "/usr/sbin/lvchange -a y -K vg2/uid-1"
+    );
+    h.lvs.pop();
+    h.lvs
+        .push(row("uid-1", "Vri-a-tz-k", 1 << 30, Some("pool")));
     assert!(matches!(
         plan(&v, &h),
         Plan::Status(StatusWrite::Ready { .. })
@@ -302,4 +311,44 @@ fn snapshots_of_thick_or_missing_sources_are_refused() {
             ..
         })
     ));
+}
+
+#[test]
+fn a_thin_volume_found_inactive_is_activated_before_it_is_handed_out() {
+    let mut v = view(1 << 30);
+    v.device_class = "thin".into();
+    let pool = row("pool", "twi-aotz--", 4 << 30, None);
+    // What a killed lvcreate may leave: the LV in lvm2's metadata, not active.
+    let left = row("uid-1", "Vwi---tz--", 1 << 30, Some("pool"));
+    let mut h = host_view(vec![pool, left], 0);
+    let p = plan(&v, &h);
+    assert!(matches!(
+        p,
+        Plan::Host {
+            action: VolumeAction::Lvchange,
+            ..
+        }
+    ));
+    assert_eq!(argv_of(&p), "/usr/sbin/lvchange -a y -K vg2/uid-1");
+    // Active: adopted as it is.
+    h.lvs[1] = row("uid-1", "Vwi-a-tz--", 1 << 30, Some("pool"));
+    assert_eq!(
+        plan(&v, &h),
+        Plan::Status(StatusWrite::Ready {
+            volume_id: "uid-1".into(),
+            current_size: 1 << 30
+        })
+    );
+    // Activation off (the pool inactive): nothing to ask, adopted as it is.
+    h.lvs[0] = row("pool", "twi---tz--", 4 << 30, None);
+    h.lvs[1] = row("uid-1", "Vwi---tz--", 1 << 30, Some("pool"));
+    assert!(matches!(
+        plan(&v, &h),
+        Plan::Status(StatusWrite::Ready { .. })
+    ));
+    // A volume already handed out is never re-planned this way.
+    v.volume_id = Some("uid-1".into());
+    v.current_size = Some(1 << 30);
+    h.lvs[0] = row("pool", "twi-aotz--", 4 << 30, None);
+    assert_eq!(plan(&v, &h), Plan::Done);
 }

@@ -43,7 +43,9 @@ pub fn verdict(action: A, argv: &[String], lv: &str, lvs: &[LogicalVolume]) -> R
         | A::AnnotateCapacity
         // Every pass thaws any gate left suspended before it does anything else.
         | A::HoldGates
-        | A::ReleaseGates => return Replayed::Rechecked,
+        | A::ReleaseGates
+        // Deleting a device again is harmless, and the next lvcreate finds any stray anew.
+        | A::DeleteThinDevice => return Replayed::Rechecked,
     };
     if done {
         Replayed::AlreadyDone
