@@ -104,7 +104,9 @@ cat >"$root/etc/cni/net.d/10-lvms-node.conflist" <<'EOF'
   {"type": "portmap", "capabilities": {"portMappings": true}}]}
 EOF
 # kubelet: cgroupfs, containerd's socket, no DNS (nothing here resolves names), eviction off
-# (a test node has no room to spare), the read-only port for its metrics.
+# (a test node has no room to spare), the read-only port for its metrics, CSIVolumeHealth (alpha:
+# kubelet turns an abnormal NodeGetVolumeStats condition into a Pod Event and a metric) and
+# volume stats every 20 s instead of each minute (the scenarios wait for them).
 cat >"$root/etc/kubernetes/kubelet.yaml" <<'EOF'
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
@@ -122,6 +124,8 @@ serializeImagePulls: false
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 evictionHard: {memory.available: "1Mi", nodefs.available: "1%", imagefs.available: "1%"}
+featureGates: {CSIVolumeHealth: true}
+volumeStatsAggPeriod: 20s
 EOF
 cat >"$root/etc/kubernetes/kube-proxy.yaml" <<'EOF'
 apiVersion: kubeproxy.config.k8s.io/v1alpha1

@@ -69,6 +69,9 @@ const SCENARIOS: &[(&str, ScenarioFn)] = &[
     ("volume-stats", |c| {
         Box::pin(stats::kubelet_volume_stats_match_what_the_pod_wrote(c))
     }),
+    ("volume-health", |c| {
+        Box::pin(stats::an_abnormal_volume_shows_where_kubelet_shows_it(c))
+    }),
     ("container-kill", |c| {
         Box::pin(restarts::the_vg_manager_container_killed_mid_provisioning_loses_nothing(c))
     }),

@@ -12,10 +12,11 @@ use crate::ctx::{APPS, Ctx, LVMS_NS};
 use crate::workloads::{pod, pvc};
 
 /// Kills every running vg-manager container through containerd (the node's `ctr`), as the OOM
-/// killer or a crash would: kubelet sees the container die and restarts it.
+/// killer or a crash would: kubelet sees the container die and restarts it. (A container listed
+/// may be gone by the time it is looked at: kubelet removes exited ones.)
 const KILL_VG_MANAGER: &str = r#"n=0
 for c in $(ctr -n k8s.io containers ls -q); do
-  ctr -n k8s.io containers info "$c" | grep -q '"io.kubernetes.container.name": "vg-manager"' || continue
+  ctr -n k8s.io containers info "$c" 2>/dev/null | grep -q '"io.kubernetes.container.name": "vg-manager"' || continue
   ctr -n k8s.io tasks kill -s SIGKILL "$c" 2>/dev/null && n=$((n+1))
 done
 echo "$n""#;

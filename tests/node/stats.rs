@@ -30,7 +30,7 @@ pub async fn kubelet_volume_stats_match_what_the_pod_wrote(c: &mut Ctx) {
     c.pod_running(&name).await;
     let started = std::time::Instant::now();
     let metrics = loop {
-        // The 8 MiB blob and the 64 MiB file (kubelet samples each minute).
+        // The 8 MiB blob and the 64 MiB file (kubelet samples every 20 s: build-node.sh).
         let m = c.node.kubelet_metrics();
         if let Ok(m) = m {
             if sample(&m, "kubelet_volume_stats_used_bytes", "data-ext4")
@@ -74,4 +74,80 @@ pub async fn kubelet_volume_stats_match_what_the_pod_wrote(c: &mut Ctx) {
     );
     assert!(inodes >= 3.0, "inodes used {inodes}");
     // The holder stays: the container-kill and reboot scenarios check its volume again.
+}
+
+/// The holder's volume made abnormal by hand while mounted (its LV renamed: the Pod's I/O goes
+/// on through the gate, but lvm2 no longer has the volume's LV): NodeGetVolumeStats reports the
+/// condition, and kubelet (CSIVolumeHealth) shows it where it shows volume health, a Warning
+/// `VolumeConditionAbnormal` on the Pod and `kubelet_volume_stats_health_status_abnormal`.
+/// Renamed back, the volume is healthy again (the reboot scenario reads its data after).
+pub async fn an_abnormal_volume_shows_where_kubelet_shows_it(c: &mut Ctx) {
+    let pv = c.bound_pv("data-ext4").await;
+    let handle = pv
+        .spec
+        .and_then(|s| s.csi)
+        .map(|csi| csi.volume_handle)
+        .expect("a CSI volume");
+    let rename = |from: &str, to: &str| {
+        format!(
+            "vg=$(lvm lvs --noheadings -o vg_name -S lv_name={from} | tr -d ' '); \
+             [ -n \"$vg\" ] && lvm lvrename \"$vg\" {from} {to} >/dev/null && echo renamed"
+        )
+    };
+    let away = format!("{handle}-away");
+    let out = c.on_node("lv-away", &rename(&handle, &away)).await;
+    assert_eq!(out.trim(), "renamed", "the LV renamed away: {out}");
+    let abnormal = |c: &Ctx| {
+        c.node.kubelet_metrics().ok().and_then(|m| {
+            sample(
+                &m,
+                "kubelet_volume_stats_health_status_abnormal",
+                "data-ext4",
+            )
+        })
+    };
+    let started = std::time::Instant::now();
+    while abnormal(c) != Some(1.0) {
+        assert!(
+            started.elapsed() < Duration::from_secs(240),
+            "kubelet never reported data-ext4 abnormal: {:?}",
+            abnormal(c)
+        );
+        tokio::time::sleep(Duration::from_secs(5)).await;
+    }
+    let events = kube::Api::<k8s_openapi::api::core::v1::Event>::namespaced(c.client.clone(), APPS)
+        .list(&kube::api::ListParams::default().fields("involvedObject.name=holder"))
+        .await
+        .expect("the holder's Events");
+    let warning = events
+        .items
+        .iter()
+        .find(|e| e.reason.as_deref() == Some("VolumeConditionAbnormal"))
+        .unwrap_or_else(|| {
+            panic!(
+                "no VolumeConditionAbnormal on the holder: {:?}",
+                events
+                    .items
+                    .iter()
+                    .map(|e| (&e.reason, &e.message))
+                    .collect::<Vec<_>>()
+            )
+        });
+    let message = warning.message.clone().unwrap_or_default();
+    assert_eq!(warning.type_.as_deref(), Some("Warning"));
+    assert!(
+        message.contains(&handle) && message.contains("not found"),
+        "the Event names the volume and what is wrong: {message}"
+    );
+    let out = c.on_node("lv-back", &rename(&away, &handle)).await;
+    assert_eq!(out.trim(), "renamed", "the LV renamed back: {out}");
+    let started = std::time::Instant::now();
+    while abnormal(c) != Some(0.0) {
+        assert!(
+            started.elapsed() < Duration::from_secs(240),
+            "data-ext4 never healthy again: {:?}",
+            abnormal(c)
+        );
+        tokio::time::sleep(Duration::from_secs(5)).await;
+    }
 }
