@@ -133,7 +133,7 @@ fn main() -> ExitCode {
                 );
                 results.push((*name, r));
             }
-            ctx.finish();
+            ctx.finish(results.iter().all(|(_, r)| r.is_ok()));
             results
         })
     };
