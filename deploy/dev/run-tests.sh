@@ -6,7 +6,7 @@ cd "$(dirname "$0")/../.." || exit 1
 log=$(mktemp)
 failures=$(mktemp)
 start=$(date +%s)
-rc=0
+rc=0 unreported=0
 cargo test --workspace --all-targets --no-fail-fast 2>&1 | tee "$log" || rc=1
 cargo test -p lvms-journal --features failpoints --test failpoints 2>&1 | tee -a "$log" || rc=1
 # The real-kernel tier (tests/guest, one guest per kernel; `test = false` keeps it out of the
@@ -78,13 +78,21 @@ for tag in k6.1 k6.12 node; do
     final=$gdir/$tag.2
   fi
   grep -aE 'test result:' "$final" >>"$log"
-  grep -aq 'test result: ok' "$final" || rc=1
   sed -n "s/^test \(.*\) \.\.\. FAILED\$/[$tag] \1/p" "$final" >>"$failures"
+  if ! grep -aq 'test result: ok' "$final"; then
+    rc=1
+    # A run that ended before reporting any test (its harness failed to start) is a failure
+    # of its own, named with its last line: never "0 failed".
+    if ! grep -aqE '^test .* \.\.\. FAILED$' "$final"; then
+      unreported=$((unreported + 1))
+      echo "[$tag] the run itself, before any test: $(grep -avE '^ +([0-9]+: |at )' "$final" | grep -av '^$' | tail -1 | cut -c1-200)" >>"$failures"
+    fi
+  fi
 done
 rm -rf "$gdir"
 # cargo ends on whichever binary ran last; the total is the sum over every binary.
 passed=$(grep -aoE 'test result: [A-Za-z]+\. [0-9]+ passed' "$log" | awk '{s+=$4} END {print s+0}')
-failed=$(grep -aoE '[0-9]+ failed;' "$log" | awk '{s+=$1} END {print s+0}')
+failed=$(grep -aoE '[0-9]+ failed;' "$log" | awk -v u="$unreported" '{s+=$1} END {print s+u}')
 # The host binaries' failures (the groups' were collected above): one list at the very end,
 # where a CI log cut to its tail still shows every name.
 sed -n 's/^test \(.*\) \.\.\. FAILED$/\1/p' "$log" | cat - "$failures" | sort -u >"$failures.all"
