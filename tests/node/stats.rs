@@ -97,24 +97,7 @@ pub async fn an_abnormal_volume_shows_where_kubelet_shows_it(c: &mut Ctx) {
     let away = format!("{handle}-away");
     let out = c.on_node("lv-away", &rename(&handle, &away)).await;
     assert_eq!(out.trim(), "renamed", "the LV renamed away: {out}");
-    let abnormal = |c: &Ctx| {
-        c.node.kubelet_metrics().ok().and_then(|m| {
-            sample(
-                &m,
-                "kubelet_volume_stats_health_status_abnormal",
-                "data-ext4",
-            )
-        })
-    };
-    let started = std::time::Instant::now();
-    while abnormal(c) != Some(1.0) {
-        assert!(
-            started.elapsed() < Duration::from_secs(240),
-            "kubelet never reported data-ext4 abnormal: {:?}",
-            abnormal(c)
-        );
-        tokio::time::sleep(Duration::from_secs(5)).await;
-    }
+    abnormal_becomes(c, 1.0, "kubelet never reported data-ext4 abnormal").await;
     let events = kube::Api::<k8s_openapi::api::core::v1::Event>::namespaced(c.client.clone(), APPS)
         .list(&kube::api::ListParams::default().fields("involvedObject.name=holder"))
         .await
@@ -141,12 +124,27 @@ pub async fn an_abnormal_volume_shows_where_kubelet_shows_it(c: &mut Ctx) {
     );
     let out = c.on_node("lv-back", &rename(&away, &handle)).await;
     assert_eq!(out.trim(), "renamed", "the LV renamed back: {out}");
+    abnormal_becomes(c, 0.0, "data-ext4 never healthy again").await;
+}
+
+/// Waits (4 min at most: kubelet samples every 20 s) until kubelet's
+/// `kubelet_volume_stats_health_status_abnormal` for `apps/data-ext4` is `want`.
+async fn abnormal_becomes(c: &Ctx, want: f64, failure: &str) {
+    let abnormal = || {
+        c.node.kubelet_metrics().ok().and_then(|m| {
+            sample(
+                &m,
+                "kubelet_volume_stats_health_status_abnormal",
+                "data-ext4",
+            )
+        })
+    };
     let started = std::time::Instant::now();
-    while abnormal(c) != Some(0.0) {
+    while abnormal() != Some(want) {
         assert!(
             started.elapsed() < Duration::from_secs(240),
-            "data-ext4 never healthy again: {:?}",
-            abnormal(c)
+            "{failure}: {:?}",
+            abnormal()
         );
         tokio::time::sleep(Duration::from_secs(5)).await;
     }
