@@ -256,6 +256,12 @@ impl Ctx {
         for (what, s) in &self.figures {
             println!("  {what}: {s:.0} s");
         }
+        if self.node.emulation_faults > 0 {
+            println!(
+                "  boots that died of an emulator fault and were powered on again: {}",
+                self.node.emulation_faults
+            );
+        }
         if all_passed {
             let _ = std::fs::remove_dir_all(self.dir.join("images"));
             for entry in std::fs::read_dir(self.dir.join("node"))

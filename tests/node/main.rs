@@ -36,104 +36,181 @@ use ctx::Ctx;
 
 pub type ScenarioFn = for<'a> fn(&'a mut Ctx) -> Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
 
-/// Every scenario, in the order they run on the one node (later ones build on earlier ones:
-/// the install comes first, the teardown last).
-const SCENARIOS: &[(&str, ScenarioFn)] = &[
-    ("install", |c| {
-        Box::pin(install::helm_install_runs_lvms_as_pods_and_kubelet_registers_the_driver(c))
-    }),
+/// A scenario and the earlier ones whose claims and Pods it builds on.
+#[derive(Clone, Copy)]
+struct Scenario {
+    name: &'static str,
+    needs: &'static [&'static str],
+    run: ScenarioFn,
+}
+
+/// Every scenario, in the order they run on the one node (the install comes first, the
+/// teardown last). A scenario chosen alone (`--exact reboot`, run-tests.sh's rerun on a new
+/// node) brings what it `needs` with it, run first and not reported as tests of their own.
+const SCENARIOS: &[Scenario] = &[
+    Scenario {
+        name: "install",
+        needs: &[],
+        run: |c| {
+            Box::pin(install::helm_install_runs_lvms_as_pods_and_kubelet_registers_the_driver(c))
+        },
+    },
     // `make demo` (install, demo, teardown): for reading; `make test` skips it.
-    ("demo", |c| {
-        Box::pin(demo::a_claim_becomes_a_mounted_volume_shown_as_a_user_sees_it(c))
-    }),
-    ("data-across-pods", |c| {
-        Box::pin(volumes::data_written_by_one_pod_is_read_by_the_next_on_xfs_and_ext4(c))
-    }),
-    ("block", |c| {
-        Box::pin(volumes::a_raw_block_claim_is_written_and_read_by_pods(c))
-    }),
-    ("expand", |c| {
-        Box::pin(volumes::a_claim_grown_while_mounted_is_seen_grown_in_the_pod(c))
-    }),
-    ("ephemeral", |c| {
-        Box::pin(volumes::a_generic_ephemeral_volume_lives_and_goes_with_its_pod(c))
-    }),
-    ("snapshot-restore", |c| {
-        Box::pin(snapshots::a_snapshot_is_restored_into_a_claim_a_pod_reads(
-            c,
-        ))
-    }),
-    ("group-snapshot", |c| {
-        Box::pin(group_snapshot::a_group_snapshot_under_a_writing_pod_restores_consistent(c))
-    }),
-    ("volume-stats", |c| {
-        Box::pin(stats::kubelet_volume_stats_match_what_the_pod_wrote(c))
-    }),
-    ("volume-health", |c| {
-        Box::pin(stats::an_abnormal_volume_shows_where_kubelet_shows_it(c))
-    }),
-    ("container-kill", |c| {
-        Box::pin(restarts::the_vg_manager_container_killed_mid_provisioning_loses_nothing(c))
-    }),
-    ("reboot", |c| {
-        Box::pin(restarts::a_rebooted_node_mounts_the_pods_volume_again_with_its_data(c))
-    }),
-    ("teardown", |c| {
-        Box::pin(teardown::uninstall_leaves_nothing_on_the_node(c))
-    }),
-    ("kustomize", |c| {
-        Box::pin(kustomize::the_kustomize_tree_installs_runs_a_pod_and_uninstalls(c))
-    }),
+    Scenario {
+        name: "demo",
+        needs: &[],
+        run: |c| Box::pin(demo::a_claim_becomes_a_mounted_volume_shown_as_a_user_sees_it(c)),
+    },
+    Scenario {
+        name: "data-across-pods",
+        needs: &[],
+        run: |c| Box::pin(volumes::data_written_by_one_pod_is_read_by_the_next_on_xfs_and_ext4(c)),
+    },
+    Scenario {
+        name: "block",
+        needs: &[],
+        run: |c| Box::pin(volumes::a_raw_block_claim_is_written_and_read_by_pods(c)),
+    },
+    Scenario {
+        name: "expand",
+        needs: &[],
+        run: |c| Box::pin(volumes::a_claim_grown_while_mounted_is_seen_grown_in_the_pod(c)),
+    },
+    Scenario {
+        name: "ephemeral",
+        needs: &[],
+        run: |c| Box::pin(volumes::a_generic_ephemeral_volume_lives_and_goes_with_its_pod(c)),
+    },
+    Scenario {
+        name: "snapshot-restore",
+        needs: &["data-across-pods"],
+        run: |c| {
+            Box::pin(snapshots::a_snapshot_is_restored_into_a_claim_a_pod_reads(
+                c,
+            ))
+        },
+    },
+    Scenario {
+        name: "group-snapshot",
+        needs: &[],
+        run: |c| {
+            Box::pin(group_snapshot::a_group_snapshot_under_a_writing_pod_restores_consistent(c))
+        },
+    },
+    Scenario {
+        name: "volume-stats",
+        needs: &["data-across-pods"],
+        run: |c| Box::pin(stats::kubelet_volume_stats_match_what_the_pod_wrote(c)),
+    },
+    Scenario {
+        name: "volume-health",
+        needs: &["volume-stats"],
+        run: |c| Box::pin(stats::an_abnormal_volume_shows_where_kubelet_shows_it(c)),
+    },
+    Scenario {
+        name: "container-kill",
+        needs: &[],
+        run: |c| {
+            Box::pin(restarts::the_vg_manager_container_killed_mid_provisioning_loses_nothing(c))
+        },
+    },
+    Scenario {
+        name: "reboot",
+        needs: &["volume-stats"],
+        run: |c| Box::pin(restarts::a_rebooted_node_mounts_the_pods_volume_again_with_its_data(c)),
+    },
+    Scenario {
+        name: "teardown",
+        needs: &[],
+        run: |c| Box::pin(teardown::uninstall_leaves_nothing_on_the_node(c)),
+    },
+    Scenario {
+        name: "kustomize",
+        needs: &[],
+        run: |c| Box::pin(kustomize::the_kustomize_tree_installs_runs_a_pod_and_uninstalls(c)),
+    },
 ];
+
+/// The scenarios to run, in table order: the chosen ones (reported) and what they need that
+/// was not chosen (run first, not reported).
+fn plan(chosen: impl Fn(&str) -> bool) -> Vec<(Scenario, bool)> {
+    let table: Vec<(&str, &[&str])> = SCENARIOS.iter().map(|s| (s.name, s.needs)).collect();
+    lvms_testkit::guest::with_needs(&table, chosen)
+        .into_iter()
+        .map(|(i, report)| (SCENARIOS[i], report))
+        .collect()
+}
 
 fn main() -> ExitCode {
     let args = TestArgs::parse(std::env::args().skip(1));
-    let chosen: Vec<(&'static str, ScenarioFn)> = SCENARIOS
-        .iter()
-        .filter(|(name, _)| args.selects(name))
-        .copied()
-        .collect();
-    let filtered = SCENARIOS.len() - chosen.len();
+    let planned = plan(|name| args.selects(name));
+    let reported = planned.iter().filter(|(_, r)| *r).count();
+    let filtered = SCENARIOS.len() - reported;
     if args.list {
-        for (name, _) in &chosen {
-            println!("{name}: test");
+        for (s, _) in planned.iter().filter(|(_, r)| *r) {
+            println!("{}: test", s.name);
         }
         return ExitCode::SUCCESS;
     }
-    println!("\nrunning {} tests", chosen.len());
+    println!("\nrunning {reported} tests");
     let started = Instant::now();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .expect("tokio runtime");
-    let results = if chosen.is_empty() {
+    let results = if reported == 0 {
         Vec::new()
     } else {
         rt.block_on(async {
             let mut ctx = Ctx::start().await;
             let mut results = Vec::new();
-            for (name, run) in &chosen {
+            // Needed scenarios that failed: what they need fails with their message.
+            let mut broken: Vec<(&str, String)> = Vec::new();
+            for (s, report) in &planned {
                 let t = Instant::now();
+                let role = if *report {
+                    ""
+                } else {
+                    " (needed by what follows)"
+                };
                 println!(
-                    "== node scenario {name} ({:.0}s into the tier)",
+                    "== node scenario {}{role} ({:.0}s into the tier)",
+                    s.name,
                     started.elapsed().as_secs_f64()
                 );
-                let r = AssertUnwindSafe(run(&mut ctx)).catch_unwind().await;
-                let r = r.map_err(|p| {
-                    p.downcast_ref::<String>()
-                        .cloned()
-                        .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
-                        .unwrap_or_else(|| "panicked".into())
+                let unmet = s.needs.iter().find_map(|n| {
+                    broken
+                        .iter()
+                        .find(|(b, _)| b == n)
+                        .map(|(b, e)| format!("needs {b}, which failed: {e}"))
                 });
+                let r = match unmet {
+                    Some(e) => Err(e),
+                    None => AssertUnwindSafe((s.run)(&mut ctx))
+                        .catch_unwind()
+                        .await
+                        .map_err(|p| {
+                            p.downcast_ref::<String>()
+                                .cloned()
+                                .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                                .unwrap_or_else(|| "panicked".into())
+                        }),
+                };
                 println!(
-                    "== node scenario {name}: {} in {:.0}s",
+                    "== node scenario {}: {} in {:.0}s",
+                    s.name,
                     if r.is_ok() { "ok" } else { "FAILED" },
                     t.elapsed().as_secs_f64()
                 );
-                results.push((*name, r));
+                if let Err(e) = &r {
+                    broken.push((s.name, e.clone()));
+                }
+                if *report {
+                    results.push((s.name, r));
+                }
             }
-            ctx.finish(results.iter().all(|(_, r)| r.is_ok()));
+            ctx.finish(broken.is_empty());
             results
         })
     };

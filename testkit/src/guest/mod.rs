@@ -30,7 +30,7 @@ pub use inputs::{Inputs, WithInputs};
 pub use kubeconfig::{guest_kubeconfig, host_api_port};
 pub use relay::UnixRelay;
 pub use run::{Outcome, Run, run};
-pub use test_args::{TestArgs, report};
+pub use test_args::{TestArgs, report, with_needs};
 
 use crate::env::cached_build;
 

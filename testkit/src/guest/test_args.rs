@@ -47,6 +47,29 @@ impl TestArgs {
     }
 }
 
+/// What a harness whose tests build on earlier ones runs: `table` is (name, names it needs),
+/// in run order; the answer is (index into `table`, chosen), in table order, the chosen
+/// tests and, transitively, what they need that was not chosen.
+pub fn with_needs(table: &[(&str, &[&str])], chosen: impl Fn(&str) -> bool) -> Vec<(usize, bool)> {
+    let mut wanted: Vec<usize> = (0..table.len()).filter(|&i| chosen(table[i].0)).collect();
+    let mut next = 0;
+    while let Some(&i) = wanted.get(next) {
+        for need in table[i].1 {
+            if let Some(j) = table.iter().position(|(n, _)| n == need)
+                && !wanted.contains(&j)
+            {
+                wanted.push(j);
+            }
+        }
+        next += 1;
+    }
+    wanted.sort_unstable();
+    wanted
+        .into_iter()
+        .map(|i| (i, chosen(table[i].0)))
+        .collect()
+}
+
 /// Prints a custom harness's results as libtest does (each test's line, the failures, the
 /// summary line run-tests.sh counts); true when none failed.
 pub fn report<N: std::fmt::Display>(
@@ -83,6 +106,25 @@ pub fn report<N: std::fmt::Display>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn chosen_tests_bring_what_they_need_transitively_in_table_order() {
+        let table: &[(&str, &[&str])] = &[
+            ("install", &[]),
+            ("data", &[]),
+            ("other", &[]),
+            ("stats", &["data"]),
+            ("reboot", &["stats"]),
+            ("teardown", &[]),
+        ];
+        let p = with_needs(table, |n| ["install", "reboot", "teardown"].contains(&n));
+        assert_eq!(p, [(0, true), (1, false), (3, false), (4, true), (5, true)]);
+        // Chosen and needed: reported once, as chosen.
+        let p = with_needs(table, |n| n == "stats" || n == "data");
+        assert_eq!(p, [(1, true), (3, true)]);
+        // A need that is no test of the table is ignored.
+        assert_eq!(with_needs(&[("a", &["gone"])], |_| true), [(0, true)]);
+    }
 
     fn args(a: &[&str]) -> TestArgs {
         TestArgs::parse(a.iter().map(|s| s.to_string()))
