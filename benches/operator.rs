@@ -122,8 +122,12 @@ type Counters = BTreeMap<Counter, u64>;
 
 /// The operator's request and pass counters, read from its /metrics, and the CPU time of each
 /// of `processes` (name, pid).
-fn read_counters(op: &OperatorProcess, processes: &[(String, u32)]) -> Result<Counters> {
-    let (code, body) = op.diagnostics_get("/metrics")?;
+fn read_counters(
+    op: &OperatorProcess,
+    token: &str,
+    processes: &[(String, u32)],
+) -> Result<Counters> {
+    let (code, body) = op.metrics_get(token)?;
     if code != 200 {
         return Err(format!("operator /metrics answered {code}").into());
     }
@@ -377,9 +381,18 @@ async fn run_config(
     let mut requests = Vec::new();
     let processes = measured(&op, cp.pids());
     let cpu_order: Vec<String> = processes.iter().map(|(n, _)| n.clone()).collect();
-    let mut counted = read_counters(&op, &processes)?;
+    // A scraper's token, as Prometheus holds one (its checks are the operator's requests too:
+    // a TokenReview and a SubjectAccessReview a minute at most).
+    let token = lvms_testkit::metrics::token(
+        &client,
+        NAMESPACE,
+        "metrics-scraper",
+        Some(lvms_testkit::metrics::READER_ROLE),
+    )
+    .await;
+    let mut counted = read_counters(&op, &token, &processes)?;
     let mut phase = |name: &'static str, op: &OperatorProcess| -> Result<()> {
-        let now = read_counters(op, &processes)?;
+        let now = read_counters(op, &token, &processes)?;
         let r = counters_between(&counted, &now);
         println!("API requests, {name}: {}", requests_text(&r));
         println!("unit passes, {name}: {}", passes_text(&r));

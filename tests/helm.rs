@@ -294,3 +294,49 @@ fn every_scratch_volume_of_the_operator_is_bounded() {
         }
     }
 }
+
+/// The chart's ServiceMonitor and its scraper RBAC: rendered where helm's discovery finds the
+/// Prometheus operator's API (or forced), the same objects as deploy/prometheus's, and never
+/// where the API is missing (a ServiceMonitor there fails the install).
+#[test]
+fn the_service_monitor_follows_the_prometheus_operator_api_and_matches_deploy_prometheus() {
+    let chart = repo("deploy/helm/lvms");
+    let monitoring = |objs: Vec<Value>| -> BTreeMap<String, Value> {
+        by_key(objs)
+            .into_iter()
+            .filter(|(k, _)| {
+                k.contains("lvms-operator-metrics-monitor") || k.contains("prometheus-k8s")
+            })
+            .collect()
+    };
+    let render = |set: &[(&str, &str)], args: &[&str]| {
+        monitoring(helm_template_args(&chart, set, args).unwrap_or_else(|e| panic!("{e}")))
+    };
+    let served = ["--api-versions", "monitoring.coreos.com/v1/ServiceMonitor"];
+    assert!(render(&[], &[]).is_empty(), "auto, no API");
+    let helm = render(&[], &served);
+    assert_eq!(helm.len(), 4, "{:?}", helm.keys());
+    assert_eq!(render(&[("serviceMonitor.enabled", "true")], &[]).len(), 4);
+    assert!(render(&[("serviceMonitor.enabled", "false")], &served).is_empty());
+    let kustomize = monitoring(render_kustomize("deploy/prometheus"));
+    assert_eq!(
+        helm.keys().collect::<Vec<_>>(),
+        kustomize.keys().collect::<Vec<_>>()
+    );
+    for (k, want) in &kustomize {
+        if let Some(d) = first_diff(&helm[k], want, "") {
+            panic!("{k} differs between the chart and deploy/prometheus at {d}");
+        }
+    }
+    // Self-signed endpoints (no serving Secrets): verification off, the token still sent.
+    let insecure = render(&[("serviceMonitor.insecureSkipVerify", "true")], &served);
+    let sm = &insecure["ServiceMonitor/openshift-lvm-storage/lvms-operator-metrics-monitor"];
+    for e in sm["spec"]["endpoints"].as_array().unwrap() {
+        assert_eq!(e["tlsConfig"]["insecureSkipVerify"], true, "{e}");
+        assert!(e["bearerTokenFile"].is_string(), "{e}");
+    }
+}
+
+fn render_kustomize(dir: &str) -> Vec<Value> {
+    render(&repo(dir)).unwrap_or_else(|e| panic!("{e}"))
+}

@@ -17,9 +17,12 @@ modprobe dm-thin-pool
 mkdir -p /run/vgm
 # make traces: the OTLP endpoint, through the guest's forward to the host's Jaeger.
 [ -f /work/otel.env ] && . /work/otel.env
+# A token that may read /metrics (demo.sh's).
+. /work/metrics.env
 KUBECONFIG=/work/kubeconfig /work/lvms vg-manager --node-name node-a --namespace openshift-lvm-storage \
   --host-command-prefix "" --lvmd-config /run/vgm/lvmd.yaml --journal-dir /run/vgm/journal \
-  --lock-file /run/vgm/lock --diagnostics-addr 127.0.0.1:9100 --registration-dir off \
+  --lock-file /run/vgm/lock --diagnostics-addr 127.0.0.1:9100 --metrics-addr 127.0.0.1:9443 \
+  --registration-dir off \
   --csi-node-socket /run/vgm/csi.sock >"$GUEST_OUT/vg-manager.log" 2>&1 &
 vgm=$!
 say "lvms vg-manager running on kernel $(uname -r), device-mapper $(dmsetup version | awk '/Driver/{print $3}')"
@@ -47,7 +50,8 @@ say "NodeGetVolumeStats of photos: $(kubelet stats --claim default/photos --targ
 step kubelet unpublish --claim default/photos-restore --target /mnt/restore
 step kubelet unpublish --claim default/photos --target /mnt/photos
 say "unpublished both; the host deletes the PVCs and the snapshot"
-say "gauges: $(wget -qO- http://127.0.0.1:9100/metrics | grep '^topolvm_thinpool_size_bytes')"
+say "gauges: $(wget -qO- --no-check-certificate --header "Authorization: Bearer $METRICS_TOKEN" \
+  https://127.0.0.1:9443/metrics | grep '^topolvm_thinpool_size_bytes')"
 echo "LVMS-DEMO shown"
 wait_for 600 "teardown of demo-a (the host deletes the LVMCluster)" sh -c '! vgs demo-a'
 say "vg-manager removed pool and VG; device-mapper devices left: $(dmsetup ls | grep -c demo-a)"

@@ -88,7 +88,7 @@ host_node() { # node: a loop-device disk and a vg-manager on this host (lvm2 met
   mkdir -p "$LVMS_DEV_DIR/$node"
   NODE_NAME=$node NAMESPACE=$NS $LVMS vg-manager --host-command-prefix "" --lvm-config "$LVMCONF" \
     --lvmd-config "$LVMS_DEV_DIR/$node/lvmd.yaml" --journal-dir "$LVMS_DEV_DIR/$node/journal" \
-    --lock-file "$LVMS_DEV_DIR/$node/lock" --diagnostics-addr 127.0.0.1:0 \
+    --lock-file "$LVMS_DEV_DIR/$node/lock" --diagnostics-addr 127.0.0.1:0 --metrics-addr 127.0.0.1:0 \
     --csi-node-socket "$LVMS_DEV_DIR/$node/csi.sock" --registration-dir off >"$LVMS_DEV_DIR/$node/vg-manager.log" 2>&1 &
   pids+=($!)
 }
@@ -106,8 +106,18 @@ if [ "$LVMS_DEMO_GUEST" = 1 ]; then
       "${OTEL_TRACES_SAMPLER:-parentbased_always_on}" >"$LVMS_DEV_DIR/otel.env"
     otel=(--forward "4318=${BASH_REMATCH[2]}" --file "otel.env=$LVMS_DEV_DIR/otel.env")
   fi
+  # The guest reads vg-manager's /metrics as a scraper does: a token allowed `get /metrics`.
+  kubectl get clusterrole lvms-metrics-reader >/dev/null 2>&1 \
+    || kubectl create clusterrole lvms-metrics-reader --verb=get --non-resource-url=/metrics >/dev/null
+  kubectl -n default get serviceaccount lvms-demo-scraper >/dev/null 2>&1 \
+    || kubectl -n default create serviceaccount lvms-demo-scraper >/dev/null
+  kubectl get clusterrolebinding lvms-demo-scraper >/dev/null 2>&1 \
+    || kubectl create clusterrolebinding lvms-demo-scraper --clusterrole=lvms-metrics-reader \
+      --serviceaccount=default:lvms-demo-scraper >/dev/null
+  printf 'METRICS_TOKEN=%s\n' "$(kubectl -n default create token lvms-demo-scraper --duration=4h)" \
+    >"$LVMS_DEV_DIR/metrics.env"
   target/debug/lvms-guest --kubeconfig "$KUBECONFIG" --binary lvms="$LVMS" --binary lvms-dev=target/debug/lvms-dev --disk node-a-disk1=512 \
-    "${otel[@]}" --out "$LVMS_DEV_DIR/node-a" --timeout 900 deploy/dev/demo-guest-node.sh > >(tee "$guest_log") 2>&1 &
+    --file "metrics.env=$LVMS_DEV_DIR/metrics.env" "${otel[@]}" --out "$LVMS_DEV_DIR/node-a" --timeout 900 deploy/dev/demo-guest-node.sh > >(tee "$guest_log") 2>&1 &
   guest_pid=$!
   pids+=("$guest_pid")
 else
@@ -133,7 +143,7 @@ if [ "$LVMS_DEMO_GUEST" = 1 ]; then
 fi
 echo "--- lvms operator (journal in $LVMS_DEV_DIR/journal, log in $LVMS_DEV_DIR/operator.log)"
 CSI_SOCK=$LVMS_DEV_DIR/csi-topolvm.sock
-NAMESPACE=$NS $LVMS operator --journal-dir "$LVMS_DEV_DIR/journal" --diagnostics-addr 127.0.0.1:0 \
+NAMESPACE=$NS $LVMS operator --journal-dir "$LVMS_DEV_DIR/journal" --diagnostics-addr 127.0.0.1:0 --metrics-addr 127.0.0.1:0 \
   --vg-manager-image localhost/lvms:dev --csi-socket "$CSI_SOCK" >"$LVMS_DEV_DIR/operator.log" 2>&1 &
 pids+=($!)
 # The upstream csi-provisioner on the operator's socket, as in LVMS's Deployment (and, with the

@@ -10,6 +10,7 @@ mod crds;
 mod explain;
 #[allow(clippy::print_stdout)]
 mod journal;
+mod metrics;
 #[allow(clippy::print_stdout)]
 mod must_gather;
 mod operator;

@@ -26,6 +26,8 @@ pub struct OperatorArgs {
     /// `/healthz` and `/readyz`.
     #[arg(long, env = "LVMS_DIAGNOSTICS_ADDR", default_value = "0.0.0.0:8081")]
     pub diagnostics_addr: SocketAddr,
+    #[command(flatten)]
+    pub metrics: super::metrics::MetricsArgs,
     /// Hold the Lease `1136b8a6.topolvm.io` before reconciling (off by default, as in LVMS).
     #[arg(long, env = "LVMS_LEADER_ELECT", default_value_t = false)]
     pub leader_elect: bool,
@@ -122,6 +124,7 @@ pub fn run_cmd(args: OperatorArgs) -> anyhow::Result<ExitCode> {
             namespace: args.namespace,
             journal_dir: args.journal_dir,
             diagnostics_addr: args.diagnostics_addr,
+            metrics: args.metrics.serving(),
             leader_elect: args.leader_elect,
             identity,
             image,

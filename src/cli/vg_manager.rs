@@ -54,6 +54,8 @@ pub struct VgManagerArgs {
     pub lock_file: PathBuf,
     #[arg(long, env = "LVMS_DIAGNOSTICS_ADDR", default_value = "0.0.0.0:8081")]
     pub diagnostics_addr: SocketAddr,
+    #[command(flatten)]
+    pub metrics: super::metrics::MetricsArgs,
     /// Cooldown between passes of a unit, in ms (the first change after a quiet spell starts
     /// a pass at once).
     #[arg(long, default_value_t = 50)]
@@ -109,6 +111,7 @@ pub fn run_cmd(args: VgManagerArgs) -> anyhow::Result<ExitCode> {
             journal_dir: args.journal_dir,
             lock_file: args.lock_file,
             diagnostics_addr: args.diagnostics_addr,
+            metrics: args.metrics.serving(),
             debounce: Duration::from_millis(args.debounce_ms),
             checkpoint_every: args.journal_checkpoint_every,
             device_allowlist: args.device_allowlist,

@@ -31,6 +31,8 @@ pub struct Config {
     pub namespace: String,
     pub journal_dir: PathBuf,
     pub diagnostics_addr: SocketAddr,
+    /// `/metrics`: where, and with which certificate.
+    pub metrics: crate::runtime::metrics_server::MetricsServing,
     pub leader_elect: bool,
     /// Identity for leader election and Events (the pod name in a cluster).
     pub identity: String,
@@ -68,6 +70,8 @@ pub async fn run(
     let core = ProcessCore::start(
         Process::Operator,
         cfg.diagnostics_addr,
+        &cfg.metrics,
+        client.clone(),
         &cfg.journal_dir,
         "operator",
         journal_config(),

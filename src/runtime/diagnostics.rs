@@ -1,15 +1,14 @@
-//! `/healthz`, `/readyz` and `/metrics` on a tiny HTTP/1.1 server (no web framework for three
-//! routes).
+//! `/healthz` and `/readyz` on a tiny plain HTTP/1.1 server (no web framework for two routes),
+//! as kubelet's probes need them. `/metrics` is served apart, over TLS to authorized clients
+//! only (`metrics_server`).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 use tracing::{debug, info};
-
-use crate::telemetry::metrics::{CONTENT_TYPE as METRICS_CONTENT_TYPE, MetricsText};
 
 /// Answers `/readyz` (or `/healthz`): `Ok` when ready (alive), else why not.
 pub type ReadyCheck = Arc<dyn Fn() -> Result<(), String> + Send + Sync>;
@@ -18,9 +17,11 @@ fn response(code: u16, body: &str) -> String {
     typed_response(code, "text/plain", body)
 }
 
-fn typed_response(code: u16, content_type: &str, body: &str) -> String {
+pub(crate) fn typed_response(code: u16, content_type: &str, body: &str) -> String {
     let status = match code {
         200 => "OK",
+        401 => "Unauthorized",
+        403 => "Forbidden",
         404 => "Not Found",
         _ => "Service Unavailable",
     };
@@ -31,12 +32,7 @@ fn typed_response(code: u16, content_type: &str, body: &str) -> String {
 }
 
 /// Route one request line (pure, so the routes are unit-tested).
-pub fn route(
-    request_line: &str,
-    live: &ReadyCheck,
-    ready: &ReadyCheck,
-    metrics: &MetricsText,
-) -> String {
+pub fn route(request_line: &str, live: &ReadyCheck, ready: &ReadyCheck) -> String {
     let path = request_line.split_whitespace().nth(1).unwrap_or("/");
     match path {
         "/healthz" => match live() {
@@ -47,14 +43,13 @@ pub fn route(
             Ok(()) => response(200, "ok\n"),
             Err(why) => response(503, &format!("not ready: {why}\n")),
         },
-        "/metrics" => typed_response(200, METRICS_CONTENT_TYPE, &metrics()),
         _ => response(404, "not found\n"),
     }
 }
 
 pub async fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
     let listener = TcpListener::bind(addr).await?;
-    info!(addr = %listener.local_addr()?, "diagnostics listening (/healthz, /readyz, /metrics)");
+    info!(addr = %listener.local_addr()?, "diagnostics listening (/healthz, /readyz)");
     Ok(listener)
 }
 
@@ -78,20 +73,47 @@ impl Default for Limits {
     }
 }
 
-pub async fn serve(
-    listener: TcpListener,
-    live: ReadyCheck,
-    ready: ReadyCheck,
-    metrics: MetricsText,
-) {
-    serve_with(listener, live, ready, metrics, Limits::default()).await
+pub async fn serve(listener: TcpListener, live: ReadyCheck, ready: ReadyCheck) {
+    serve_with(listener, live, ready, Limits::default()).await
+}
+
+/// The whole request head (up to 8 KiB), within `limits.read_timeout`: closing with unread
+/// bytes would reset the client. `None` when it fails or is not sent in time (logged).
+pub(crate) async fn read_head<S: AsyncRead + Unpin>(
+    sock: &mut S,
+    limits: Limits,
+    peer: SocketAddr,
+) -> Option<Vec<u8>> {
+    let head = tokio::time::timeout(limits.read_timeout, async {
+        let mut buf = Vec::with_capacity(512);
+        let mut chunk = [0u8; 1024];
+        while !buf.windows(4).any(|w| w == b"\r\n\r\n") && buf.len() < 8192 {
+            match sock.read(&mut chunk).await {
+                Ok(0) => break,
+                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(buf)
+    })
+    .await;
+    match head {
+        Ok(Ok(buf)) => Some(buf),
+        Ok(Err(e)) => {
+            debug!(%peer, error = %e, "request read failed");
+            None
+        }
+        Err(_) => {
+            debug!(%peer, "request head not sent in time; closed");
+            None
+        }
+    }
 }
 
 pub async fn serve_with(
     listener: TcpListener,
     live: ReadyCheck,
     ready: ReadyCheck,
-    metrics: MetricsText,
     limits: Limits,
 ) {
     let slots = Arc::new(tokio::sync::Semaphore::new(limits.max_connections));
@@ -109,40 +131,18 @@ pub async fn serve_with(
             debug!(%peer, "diagnostics connection refused: too many open");
             continue;
         };
-        let (live, ready, metrics) = (live.clone(), ready.clone(), metrics.clone());
+        let (live, ready) = (live.clone(), ready.clone());
         tokio::spawn(async move {
             let _slot = slot;
-            // Read the whole request head: closing with unread bytes would reset the client.
-            let head = tokio::time::timeout(limits.read_timeout, async {
-                let mut buf = Vec::with_capacity(512);
-                let mut chunk = [0u8; 1024];
-                while !buf.windows(4).any(|w| w == b"\r\n\r\n") && buf.len() < 8192 {
-                    match sock.read(&mut chunk).await {
-                        Ok(0) => break,
-                        Ok(n) => buf.extend_from_slice(&chunk[..n]),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Ok(buf)
-            })
-            .await;
-            let buf = match head {
-                Ok(Ok(buf)) => buf,
-                Ok(Err(e)) => {
-                    debug!(%peer, error = %e, "diagnostics read failed");
-                    return;
-                }
-                Err(_) => {
-                    debug!(%peer, "diagnostics request head not sent in time; closed");
-                    return;
-                }
+            let Some(buf) = read_head(&mut sock, limits, peer).await else {
+                return;
             };
             let text = String::from_utf8_lossy(&buf);
             let line = text.lines().next().unwrap_or_default();
             // A client that went away gets no answer; nothing else depends on it.
             let _ = tokio::time::timeout(
                 limits.read_timeout,
-                sock.write_all(route(line, &live, &ready, &metrics).as_bytes()),
+                sock.write_all(route(line, &live, &ready).as_bytes()),
             )
             .await;
         });
@@ -162,7 +162,7 @@ mod tests {
             read_timeout: Duration::from_millis(300),
             max_connections: 2,
         };
-        tokio::spawn(serve_with(listener, ok.clone(), ok, no_metrics(), limits));
+        tokio::spawn(serve_with(listener, ok.clone(), ok, limits));
         let get = || async move {
             let mut c = tokio::net::TcpStream::connect(addr).await.unwrap();
             c.write_all(b"GET /healthz HTTP/1.1\r\n\r\n").await.unwrap();
@@ -191,63 +191,24 @@ mod tests {
         assert!(served.starts_with("HTTP/1.1 200"), "{served}");
     }
 
-    fn no_metrics() -> MetricsText {
-        Arc::new(String::new)
-    }
-
     #[test]
     fn readyz_reports_why() {
         let not: ReadyCheck = Arc::new(|| Err("caches not synced".into()));
         let yes: ReadyCheck = Arc::new(|| Ok(()));
-        let m = no_metrics();
-        assert!(route("GET /readyz HTTP/1.1", &yes, &not, &m).starts_with("HTTP/1.1 503"));
+        assert!(route("GET /readyz HTTP/1.1", &yes, &not).starts_with("HTTP/1.1 503"));
         assert!(
-            route("GET /readyz HTTP/1.1", &yes, &not, &m)
-                .ends_with("not ready: caches not synced\n")
+            route("GET /readyz HTTP/1.1", &yes, &not).ends_with("not ready: caches not synced\n")
         );
-        assert!(route("GET /readyz HTTP/1.1", &yes, &yes, &m).starts_with("HTTP/1.1 200"));
+        assert!(route("GET /readyz HTTP/1.1", &yes, &yes).starts_with("HTTP/1.1 200"));
         // Alive while not ready; not alive when its liveness check fails, saying why.
-        assert!(route("GET /healthz HTTP/1.1", &yes, &not, &m).starts_with("HTTP/1.1 200"));
+        assert!(route("GET /healthz HTTP/1.1", &yes, &not).starts_with("HTTP/1.1 200"));
         let dead: ReadyCheck = Arc::new(|| Err("CSI socket /x: refused".into()));
-        let out = route("GET /healthz HTTP/1.1", &dead, &yes, &m);
+        let out = route("GET /healthz HTTP/1.1", &dead, &yes);
         assert!(
             out.starts_with("HTTP/1.1 503") && out.ends_with("not live: CSI socket /x: refused\n")
         );
-        assert!(route("GET /nope HTTP/1.1", &yes, &yes, &m).starts_with("HTTP/1.1 404"));
-    }
-
-    #[test]
-    fn metrics_serves_the_encoded_registry() {
-        use crate::telemetry::metrics::{Metrics, Process, exposition};
-        let metrics = Metrics::new(Process::Operator);
-        metrics.pass(&lvms_actors::PassReport {
-            unit: "status",
-            ok: true,
-            reason: None,
-            duration: std::time::Duration::from_millis(5),
-            journaled: true,
-            subject: None,
-        });
-        let not: ReadyCheck = Arc::new(|| Err("caches not synced".into()));
-        // Served whether or not the process is ready: metrics matter most when it is not.
-        let out = route("GET /metrics HTTP/1.1", &not, &not, &metrics.text());
-        let (head, body) = out.split_once("\r\n\r\n").unwrap();
-        assert!(head.starts_with("HTTP/1.1 200 OK"), "{head}");
-        assert!(
-            head.contains(
-                "content-type: application/openmetrics-text; version=1.0.0; charset=utf-8"
-            ),
-            "{head}"
-        );
-        assert!(
-            head.contains(&format!("content-length: {}", body.len())),
-            "{head}"
-        );
-        let e = exposition::parse(body).unwrap();
-        assert_eq!(
-            e.value("lvms_reconcile_total", &[("unit", "status")]),
-            Some(1.0)
-        );
-        assert!(body.ends_with("# EOF\n"));
+        assert!(route("GET /nope HTTP/1.1", &yes, &yes).starts_with("HTTP/1.1 404"));
+        // Never the metrics in the clear: those are on the TLS port, to authorized clients.
+        assert!(route("GET /metrics HTTP/1.1", &yes, &yes).starts_with("HTTP/1.1 404"));
     }
 }

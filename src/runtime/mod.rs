@@ -19,13 +19,14 @@ use tokio::task::JoinHandle;
 pub mod compaction;
 pub mod diagnostics;
 pub mod memory;
+pub mod metrics_auth;
+pub mod metrics_server;
 pub mod process;
+pub mod serving_cert;
 
-use crate::telemetry::metrics::MetricsText;
 use diagnostics::ReadyCheck;
 
-/// `/healthz` + `/readyz`: ready once the caches are synced, until supervision gives up;
-/// `/metrics`: the process's registry.
+/// `/healthz` + `/readyz`: ready once the caches are synced, until supervision gives up.
 pub struct Diagnostics {
     pub supervision: Readiness,
     /// What `/healthz` answers: alive until a probe says otherwise (the CSI socket checks).
@@ -37,7 +38,7 @@ pub struct Diagnostics {
 }
 
 impl Diagnostics {
-    pub async fn start(addr: SocketAddr, metrics: MetricsText) -> anyhow::Result<Self> {
+    pub async fn start(addr: SocketAddr) -> anyhow::Result<Self> {
         let supervision = Readiness::default();
         let synced = Arc::new(AtomicBool::new(false));
         let registration = Liveness::default();
@@ -76,7 +77,7 @@ impl Diagnostics {
             let liveness = liveness.clone();
             Arc::new(move || liveness.check())
         };
-        let task = tokio::spawn(diagnostics::serve(listener, live, ready, metrics));
+        let task = tokio::spawn(diagnostics::serve(listener, live, ready));
         Ok(Diagnostics {
             supervision,
             liveness,

@@ -16,6 +16,7 @@ use tokio::task::JoinHandle;
 use tracing::{error, info};
 
 use super::memory::{Trimmer, Trimming};
+use super::metrics_server::MetricsServing;
 use super::{Diagnostics, PublisherSlot, Supervision, UnitWiring};
 use crate::kube::events::KubeEvents;
 use crate::telemetry::metrics::{Metrics, Process};
@@ -29,11 +30,15 @@ pub struct ProcessCore {
     trimmer: Trimmer,
     _trimming: Trimming,
     compacting: JoinHandle<()>,
+    metrics_task: Option<JoinHandle<()>>,
 }
 
 impl Drop for ProcessCore {
     fn drop(&mut self) {
         self.compacting.abort();
+        if let Some(t) = &self.metrics_task {
+            t.abort();
+        }
     }
 }
 
@@ -49,16 +54,20 @@ pub enum Exit {
 }
 
 impl ProcessCore {
-    /// Metrics, `/healthz` `/readyz` `/metrics` on `addr`, and the journal `dir/name`.
+    /// Metrics (over TLS, `serving`), `/healthz` `/readyz` on `addr`, and the journal
+    /// `dir/name`. `client` checks the metrics clients' tokens.
     pub async fn start(
         process: Process,
         addr: SocketAddr,
+        serving: &MetricsServing,
+        client: kube::Client,
         journal_dir: &Path,
         name: &str,
         journal_config: JournalConfig,
     ) -> anyhow::Result<Self> {
         let metrics = Metrics::new(process);
-        let diag = Diagnostics::start(addr, metrics.text()).await?;
+        let diag = Diagnostics::start(addr).await?;
+        let metrics_task = super::metrics_server::start(serving, client, metrics.text()).await?;
         std::fs::create_dir_all(journal_dir)
             .with_context(|| format!("--journal-dir {}", journal_dir.display()))?;
         let path = journal_dir.join(name);
@@ -82,6 +91,7 @@ impl ProcessCore {
             trimmer,
             _trimming: trimming,
             compacting,
+            metrics_task,
         })
     }
 

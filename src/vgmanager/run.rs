@@ -37,6 +37,8 @@ pub struct Config {
     pub journal_dir: PathBuf,
     pub lock_file: PathBuf,
     pub diagnostics_addr: SocketAddr,
+    /// `/metrics`: where, and with which certificate.
+    pub metrics: crate::runtime::metrics_server::MetricsServing,
     pub debounce: Duration,
     /// Records between journal checkpoints: a start reads at most about this many records
     /// (unit health, the Event publisher), not the whole journal.
@@ -62,6 +64,8 @@ pub async fn run(
     let core = ProcessCore::start(
         Process::VgManager,
         cfg.diagnostics_addr,
+        &cfg.metrics,
+        client.clone(),
         &cfg.journal_dir,
         "vg-manager",
         JournalConfig::default(),

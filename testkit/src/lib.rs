@@ -33,6 +33,7 @@ pub mod guest;
 pub mod journal;
 pub mod kubelet;
 pub mod lvms_go;
+pub mod metrics;
 pub mod process;
 pub mod realnode;
 pub mod rng;

@@ -94,6 +94,18 @@ impl Scenario {
         .expect("starting vg-manager")
     }
 
+    /// A bearer token that may read `/metrics` (a ServiceAccount of the scenario bound to
+    /// `lvms-metrics-reader`), as a Prometheus would hold.
+    pub async fn metrics_token(&self) -> String {
+        crate::metrics::token(
+            &self.client,
+            &self.ns.name,
+            "metrics-scraper",
+            Some(crate::metrics::READER_ROLE),
+        )
+        .await
+    }
+
     /// [`Scenario::vg_manager_as`] with the control plane's admin kubeconfig.
     pub fn vg_manager(&self, node: &str, env: &[(&str, &str)]) -> OperatorProcess {
         self.vg_manager_as(node, &crate::env::env().cp.kubeconfig, env)

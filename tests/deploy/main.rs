@@ -702,3 +702,101 @@ async fn a_vg_manager_token_bound_to_one_node_writes_only_that_node() {
         let _ = admin_lvs.delete(&name, &DeleteParams::default()).await;
     }
 }
+
+/// Issue 38: /metrics as LVMS serves it. Both processes run with their own ServiceAccounts'
+/// credentials and the shipped RBAC; a scraper verifies the operator's certificate (a serving
+/// Secret's pair in the mounted directory, signed by a CA it trusts) and sends its token. A
+/// token bound to `lvms-metrics-reader` reads the registry; a ServiceAccount without that
+/// binding gets 403, no token or a forged one 401; the plain diagnostics port serves the
+/// probes only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_are_served_over_tls_to_the_reader_role_only() {
+    use lvms::telemetry::metrics::exposition::parse;
+    use lvms_testkit::metrics::{READER_ROLE, scrape, token};
+    let s = Scenario::new("metrics-auth").await;
+    let (op_kc, vm_kc) = install(&s).await;
+    create_node(&s.client, "node-a", false).await;
+    let cp = &lvms_testkit::env().cp;
+    let certs = s.dir.join("metrics-cert");
+    std::fs::create_dir_all(&certs).unwrap();
+    std::fs::copy(cp.pki.serving_cert(), certs.join("tls.crt")).unwrap();
+    std::fs::copy(cp.pki.serving_key(), certs.join("tls.key")).unwrap();
+    let op = OperatorProcess::start(&OperatorOptions {
+        bin: PathBuf::from(env!("CARGO_BIN_EXE_lvms")),
+        kubeconfig: op_kc.clone(),
+        namespace: s.ns.name.clone(),
+        journal_dir: s.journal_dir.clone(),
+        log: s.dir.join("operator.log"),
+        env: vec![],
+        args: vec!["--metrics-cert-dir".into(), certs.display().to_string()],
+    })
+    .expect("starting lvms operator");
+    let vm = s.vg_manager_as("node-a", &vm_kc, &[]);
+    let reader = token(&s.client, &s.ns.name, "scraper", Some(READER_ROLE)).await;
+    let stranger = token(&s.client, &s.ns.name, "stranger", None).await;
+    let ca = cp.pki.serving_ca();
+
+    let served = eventually(T, || async {
+        scrape(op.metrics, Some(&reader), Some(&ca))
+            .ok()
+            .filter(|(code, _)| *code == 200)
+    })
+    .await
+    .unwrap_or_else(|| {
+        panic!(
+            "the reader never got the operator's /metrics: {:?}\n{}",
+            scrape(op.metrics, Some(&reader), Some(&ca)),
+            op.log_text()
+        )
+    });
+    let e = parse(&served.1).unwrap_or_else(|e| panic!("{e}\n{}", served.1));
+    assert!(
+        e.value("lvms_journal_open_intents", &[]).is_some(),
+        "{}",
+        served.1
+    );
+
+    let (code, body) = scrape(op.metrics, Some(&stranger), Some(&ca)).unwrap();
+    assert_eq!(code, 403, "{body}");
+    assert!(
+        body.contains(&format!("system:serviceaccount:{}:stranger", s.ns.name))
+            && body.contains(READER_ROLE),
+        "{body}"
+    );
+    let (code, body) = scrape(op.metrics, None, Some(&ca)).unwrap();
+    assert_eq!(code, 401, "{body}");
+    assert!(body.contains("Authorization: Bearer"), "{body}");
+    let (code, body) = scrape(op.metrics, Some("forged.token.value"), Some(&ca)).unwrap();
+    assert_eq!(code, 401, "{body}");
+    assert!(!body.contains("lvms_"), "{body}");
+    // Nothing of it in the clear: the probe port has no /metrics, the metrics port no HTTP.
+    assert_eq!(op.diagnostics_get("/metrics").unwrap().0, 404);
+    assert_eq!(op.diagnostics_get("/healthz").unwrap().0, 200);
+    let plain = {
+        use std::io::{Read, Write};
+        let mut c = std::net::TcpStream::connect(("127.0.0.1", op.metrics)).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let _ = c.write_all(b"GET /metrics HTTP/1.1\r\nhost: x\r\n\r\n");
+        let mut out = Vec::new();
+        let _ = c.read_to_end(&mut out);
+        String::from_utf8_lossy(&out).to_string()
+    };
+    assert!(!plain.contains("lvms_"), "{plain}");
+
+    // vg-manager: its own ServiceAccount checks the token too; its certificate self-signed.
+    let (code, body) = eventually(T, || async {
+        vm.metrics_get(&reader).ok().filter(|(c, _)| *c != 0)
+    })
+    .await
+    .expect("vg-manager's /metrics");
+    assert_eq!(code, 200, "{body}\n{}", vm.log_text());
+    assert!(body.contains("lvms_reconcile"), "{body}");
+    assert_eq!(vm.metrics_get(&stranger).unwrap().0, 403);
+    for (who, p) in [("operator", &op), ("vg-manager", &vm)] {
+        let log = p.log_text();
+        assert!(
+            !log.contains("is forbidden"),
+            "{who} was refused something with its own ServiceAccount:\n{log}"
+        );
+    }
+}

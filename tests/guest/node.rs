@@ -132,10 +132,30 @@ pub fn by_id(serial: &str) -> String {
     format!("/dev/disk/by-id/virtio-{serial}")
 }
 
-/// Each vg-manager in a guest serves its metrics on a port of its own.
+/// Each vg-manager in a guest serves its probes and its metrics on ports of its own
+/// (probes 9100 up, metrics 1000 above).
 fn diagnostics_port() -> u16 {
     static NEXT: AtomicU16 = AtomicU16::new(9100);
     NEXT.fetch_add(1, Ordering::Relaxed)
+}
+
+/// What the guest's scraper sends (a ServiceAccount of `default` bound to
+/// `lvms-metrics-reader`): made once, before any job is submitted, as a scenario's namespace
+/// exists only from its host side's turn on.
+async fn metrics_token() -> String {
+    static TOKEN: tokio::sync::OnceCell<String> = tokio::sync::OnceCell::const_new();
+    TOKEN
+        .get_or_init(|| async {
+            lvms_testkit::metrics::token(
+                &lvms_testkit::env::client().await,
+                "default",
+                "guest-metrics-scraper",
+                Some(lvms_testkit::metrics::READER_ROLE),
+            )
+            .await
+        })
+        .await
+        .clone()
 }
 
 /// The guest's half: `scripts/node.sh` (what it expects is named at its top).
@@ -143,7 +163,7 @@ const NODE: &str = include_str!("scripts/node.sh");
 
 /// The guest script: node.sh after the scenario's variables and its `prepare` and
 /// `after_ready`.
-fn script(r: &NodeRun<'_>, ns: &str, node: &str, diag: u16) -> String {
+fn script(r: &NodeRun<'_>, ns: &str, node: &str, diag: u16, token: &str) -> String {
     // The soak's seeds: one per phase, each replaying its delays.
     let (creating, deleting) = match r.kills {
         Some(k) => (
@@ -158,6 +178,8 @@ fn script(r: &NodeRun<'_>, ns: &str, node: &str, diag: u16) -> String {
         .var("VG", &r.vg)
         .var("POOL", r.pool.unwrap_or_default())
         .var("DIAG_PORT", diag)
+        .var("METRICS_PORT", diag + 1000)
+        .var("METRICS_TOKEN", token)
         .var("CRASH_AT", r.crash_at.as_deref().unwrap_or_default())
         .var("KILLS_CREATING", creating.0)
         .var("KILL_SEED_CREATING", creating.1)
@@ -178,7 +200,8 @@ pub async fn run_node(ctx: Ctx, r: NodeRun<'_>) -> NodeResult {
     // Named before the scenario's turn: the guest job starts with the group's boot.
     let node = format!("guest-{}", r.name);
     let ns = format!("{node}-{}", std::process::id());
-    let mut job = Job::new(r.name, &script(&r, &ns, &node, diagnostics_port()));
+    let token = metrics_token().await;
+    let mut job = Job::new(r.name, &script(&r, &ns, &node, diagnostics_port(), &token));
     for (serial, mib) in &r.disks {
         job = job.disk(serial, *mib);
     }

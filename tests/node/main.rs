@@ -16,6 +16,7 @@ mod demo;
 mod group_snapshot;
 mod install;
 mod kustomize;
+mod metrics;
 mod restarts;
 mod snapshots;
 mod stats;
@@ -106,6 +107,11 @@ const SCENARIOS: &[Scenario] = &[
         name: "volume-health",
         needs: &["volume-stats"],
         run: |c| Box::pin(stats::an_abnormal_volume_shows_where_kubelet_shows_it(c)),
+    },
+    Scenario {
+        name: "metrics",
+        needs: &[],
+        run: |c| Box::pin(metrics::both_endpoints_serve_a_reader_and_refuse_a_stranger(c)),
     },
     Scenario {
         name: "container-kill",

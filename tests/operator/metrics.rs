@@ -15,8 +15,8 @@ use lvms_testkit::{Scenario, eventually};
 const T: Duration = Duration::from_secs(30);
 
 /// Scrape and parse strictly; the raw text is kept in the scenario dir for a look.
-fn scrape(op: &OperatorProcess, keep: &std::path::Path) -> Exposition {
-    let (code, body) = op.diagnostics_get("/metrics").expect("GET /metrics");
+fn scrape(op: &OperatorProcess, token: &str, keep: &std::path::Path) -> Exposition {
+    let (code, body) = op.metrics_get(token).expect("GET /metrics");
     assert_eq!(code, 200, "{body}");
     std::fs::write(keep, &body).expect("keeping the scrape");
     parse(&body).unwrap_or_else(|e| panic!("{e}\n{body}"))
@@ -40,7 +40,8 @@ async fn metrics_count_passes_journal_and_restarts() {
     })
     .await
     .expect("/readyz");
-    let before = scrape(&op, &s.dir.join("metrics-before.txt"));
+    let token = s.metrics_token().await;
+    let before = scrape(&op, &token, &s.dir.join("metrics-before.txt"));
     assert_eq!(before.kind("lvms_reconcile"), Some("counter"));
     assert!(
         before.value("lvms_journal_open_intents", &[]).is_some(),
@@ -73,7 +74,7 @@ async fn metrics_count_passes_journal_and_restarts() {
         "status",
     ];
     let after = eventually(T, || async {
-        let e = scrape(&op, &s.dir.join("metrics-after.txt"));
+        let e = scrape(&op, &token, &s.dir.join("metrics-after.txt"));
         units
             .iter()
             .all(|u| passes(&e, u) > passes(&before, u))

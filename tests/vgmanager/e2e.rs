@@ -123,7 +123,10 @@ async fn two_nodes_reach_ready_extend_reduce_and_tear_down() {
     );
     let eb = s.ready_vg_entry("node-b", &vgb, T, |_| true).await;
     // node-a's /metrics: its class's VG gauges, as of the pass that made it Ready.
-    let (_, text) = _va.diagnostics_get("/metrics").expect("GET /metrics");
+    let (code, text) = _va
+        .metrics_get(&s.metrics_token().await)
+        .expect("GET /metrics");
+    assert_eq!(code, 200, "{text}");
     std::fs::write(s.dir.join("metrics-node-a.txt"), &text).expect("keeping the scrape");
     let m = lvms::telemetry::metrics::exposition::parse(&text).unwrap_or_else(|e| panic!("{e}"));
     let at = [("device_class", vga.as_str()), ("node", "node-a")];

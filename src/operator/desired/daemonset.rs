@@ -27,6 +27,9 @@ pub const METRICS_CERT_SECRET: &str = "vg-manager-metrics-cert";
 /// Named container port of the health endpoints (`/healthz`, `/readyz`).
 pub const HEALTHZ_PORT_NAME: &str = "healthz";
 pub const HEALTHZ_PORT: i32 = 8081;
+/// `/metrics` over HTTPS (`vg-manager-metrics-service`), LVMS's port.
+pub const METRICS_PORT_NAME: &str = "metrics";
+pub const METRICS_PORT: i32 = 8443;
 
 pub const LABEL_NAME: &str = "app.kubernetes.io/name";
 pub const LABEL_MANAGED_BY: &str = "app.kubernetes.io/managed-by";
@@ -183,7 +186,7 @@ fn volumes_and_mounts() -> (Vec<Volume>, Vec<VolumeMount>) {
         name: "metrics-cert".to_owned(),
         // LVMS gets this Secret from OpenShift's service-serving-certificate annotation; on
         // plain Kubernetes nothing creates it, and a required Secret would keep every
-        // vg-manager pod from starting. lvms serves metrics over plain HTTP either way.
+        // vg-manager pod from starting: without it vg-manager serves a self-signed one.
         secret: Some(SecretVolumeSource {
             secret_name: Some(METRICS_CERT_SECRET.to_owned()),
             default_mode: Some(0o644),
@@ -257,12 +260,20 @@ fn container(world: &World, mounts: Vec<VolumeMount>) -> Container {
             run_as_user: Some(0),
             ..Default::default()
         }),
-        ports: Some(vec![ContainerPort {
-            name: Some(HEALTHZ_PORT_NAME.to_owned()),
-            container_port: HEALTHZ_PORT,
-            protocol: Some("TCP".to_owned()),
-            ..Default::default()
-        }]),
+        ports: Some(
+            [
+                (HEALTHZ_PORT_NAME, HEALTHZ_PORT),
+                (METRICS_PORT_NAME, METRICS_PORT),
+            ]
+            .into_iter()
+            .map(|(name, port)| ContainerPort {
+                name: Some(name.to_owned()),
+                container_port: port,
+                protocol: Some("TCP".to_owned()),
+                ..Default::default()
+            })
+            .collect(),
+        ),
         // Up to 60 x 10s for start-up: creating large volume groups takes a while.
         startup_probe: Some(http_probe("/healthz", 60, 2, 2, 10)),
         liveness_probe: Some(http_probe("/healthz", 3, 1, 1, 30)),
@@ -526,11 +537,15 @@ mod tests {
     fn probes_use_lvms_thresholds_on_8081() {
         let ds = ds_for(vec![], vec![]);
         let c = &pod_spec(&ds).containers[0];
-        let port = &c.ports.as_ref().unwrap()[0];
-        assert_eq!(
-            (port.name.as_deref(), port.container_port),
-            (Some("healthz"), 8081)
-        );
+        let ports: Vec<_> = c
+            .ports
+            .as_ref()
+            .unwrap()
+            .iter()
+            .map(|p| (p.name.as_deref(), p.container_port))
+            .collect();
+        // The probes on plain 8081; /metrics on 8443 (HTTPS, vg-manager-metrics-service).
+        assert_eq!(ports, [(Some("healthz"), 8081), (Some("metrics"), 8443)]);
         let check = |p: &Option<Probe>, path: &str, f: i32, d: i32, t: i32, per: i32| {
             let p = p.as_ref().unwrap();
             let get = p.http_get.as_ref().unwrap();

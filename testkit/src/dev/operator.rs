@@ -22,6 +22,8 @@ pub struct OperatorOptions {
 pub struct OperatorProcess {
     child: Child,
     pub diagnostics: u16,
+    /// `/metrics` over HTTPS (`crate::metrics::scrape`).
+    pub metrics: u16,
     pub log: PathBuf,
     /// The CSI socket: the operator's controller socket, or vg-manager's node socket.
     pub csi_socket: PathBuf,
@@ -56,6 +58,7 @@ pub const NO_DM_LVM_CONFIG: &str = "global{activation=0} devices{use_devicesfile
 impl OperatorProcess {
     pub fn start_vg_manager(opts: &VgManagerOptions) -> std::io::Result<Self> {
         let diagnostics = free_port()?;
+        let metrics = free_port()?;
         std::fs::create_dir_all(&opts.dir)?;
         let log = opts
             .dir
@@ -78,6 +81,8 @@ impl OperatorProcess {
             .arg(opts.dir.join("lock"))
             .arg("--diagnostics-addr")
             .arg(format!("127.0.0.1:{diagnostics}"))
+            .arg("--metrics-addr")
+            .arg(format!("127.0.0.1:{metrics}"))
             .args(["--debounce-ms", "20"])
             .arg("--csi-node-socket")
             .arg(&csi_socket)
@@ -95,6 +100,7 @@ impl OperatorProcess {
         Ok(OperatorProcess {
             child,
             diagnostics,
+            metrics,
             log,
             csi_socket,
         })
@@ -102,6 +108,7 @@ impl OperatorProcess {
 
     pub fn start(opts: &OperatorOptions) -> std::io::Result<Self> {
         let diagnostics = free_port()?;
+        let metrics = free_port()?;
         let mut cmd = Command::new(&opts.bin);
         cmd.arg("operator")
             .arg("--namespace")
@@ -110,6 +117,8 @@ impl OperatorProcess {
             .arg(&opts.journal_dir)
             .arg("--diagnostics-addr")
             .arg(format!("127.0.0.1:{diagnostics}"))
+            .arg("--metrics-addr")
+            .arg(format!("127.0.0.1:{metrics}"))
             .arg("--vg-manager-image")
             .arg("localhost/lvms:dev")
             .args(&opts.args)
@@ -131,6 +140,7 @@ impl OperatorProcess {
         Ok(OperatorProcess {
             child,
             diagnostics,
+            metrics,
             log: opts.log.clone(),
             csi_socket,
         })
@@ -195,6 +205,12 @@ impl OperatorProcess {
             .unwrap_or(0);
         let body = out.split("\r\n\r\n").nth(1).unwrap_or_default().to_string();
         Ok((code, body))
+    }
+
+    /// `GET /metrics` over HTTPS with `token`, the certificate not verified (the process's
+    /// own self-signed one unless its arguments named a directory): (status code, body).
+    pub fn metrics_get(&self, token: &str) -> std::io::Result<(u16, String)> {
+        crate::metrics::scrape(self.metrics, Some(token), None)
     }
 
     /// Resident set size in KiB (from /proc).

@@ -8,7 +8,9 @@
 #   NS        the scenario's namespace (--namespace)
 #   VG        the class's VG (its device class name)
 #   POOL      the class's thin pool, waited for instead of the VG; empty: a thick class
-#   DIAG_PORT vg-manager's metrics port on 127.0.0.1 (one per scenario of the guest)
+#   DIAG_PORT vg-manager's probe port on 127.0.0.1 (one per scenario of the guest)
+#   METRICS_PORT, METRICS_TOKEN  its /metrics port (HTTPS, self-signed) and a bearer token
+#             that may read it
 #   CRASH_AT  LVMS_CRASH_AT of a first vg-manager life that must end in SIGKILL (its exit
 #             status lands in first-life-status); a second life without it then converges.
 #             Empty: no such life.
@@ -21,18 +23,24 @@
 # Functions (node.rs defines them from the scenario's own script files; `:` when it has none):
 #   prepare      run before vg-manager starts (e.g. a device-mapper child to wipe)
 #   after_ready  run once the class is Ready and recorded, before the teardown mark
-# For those two this file sets VGM (the scenario's vg-manager directory), DIAG (its metrics
-# address) and vgm (the running vg-manager's pid), and defines start, fail, watch and unwatch.
+# For those two this file sets VGM (the scenario's vg-manager directory), DIAG (its probe
+# address) and vgm (the running vg-manager's pid), and defines start, fail, scrape, watch and
+# unwatch.
 set -u
 modprobe dm-thin-pool
-VGM=/run/vgm-$JOB DIAG=127.0.0.1:$DIAG_PORT
+VGM=/run/vgm-$JOB DIAG=127.0.0.1:$DIAG_PORT METRICS=127.0.0.1:$METRICS_PORT
+# scrape FILE: vg-manager's /metrics into FILE, as a Prometheus with a reader's token would.
+scrape() {
+  wget -q --no-check-certificate --header "Authorization: Bearer $METRICS_TOKEN" \
+    -O "$1" "https://$METRICS/metrics"
+}
 mkdir -p "$VGM"
 prepare
 start() {
   KUBECONFIG=/work/kubeconfig RUST_LOG=info /work/lvms vg-manager --node-name "$NODE" \
     --namespace "$NS" --host-command-prefix "" --lvmd-config "$VGM/lvmd.yaml" \
     --journal-dir "$VGM/journal" --lock-file "$VGM/lock" \
-    --diagnostics-addr "$DIAG" --debounce-ms 20 --csi-node-socket "$VGM/csi.sock" \
+    --diagnostics-addr "$DIAG" --metrics-addr "$METRICS" --debounce-ms 20 --csi-node-socket "$VGM/csi.sock" \
     --registration-dir off \
     >>"$GUEST_OUT/vg-manager.log" 2>&1 &
   vgm=$!
@@ -96,7 +104,7 @@ dmsetup ls >"$GUEST_OUT/dmsetup-ready.txt" 2>&1
 cp "$VGM/lvmd.yaml" "$GUEST_OUT/lvmd.yaml"
 # The class's gauges are set when the pass that made it Ready ends.
 i=0
-until wget -qO "$GUEST_OUT/metrics-ready.txt" "http://$DIAG/metrics" \
+until scrape "$GUEST_OUT/metrics-ready.txt" \
   && grep -q "topolvm_volumegroup_size_bytes{.*$VG" "$GUEST_OUT/metrics-ready.txt"; do
   i=$((i+1)); [ $i -gt 240 ] && fail "no gauges for $VG 120 s after Ready" 14; sleep 0.5
 done

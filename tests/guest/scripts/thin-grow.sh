@@ -2,8 +2,8 @@
 # pool's size as lvm2 reports it (bytes), waited for until it changes after the day-2 edit adds
 # a second disk, then recorded with the gauges vg-manager exports.
 #
-# Variables:   VG, POOL, DIAG (node.sh's), GUEST_OUT
-# Functions:   fail (node.sh's)
+# Variables:   VG, POOL (node.sh's), GUEST_OUT
+# Functions:   fail, scrape (node.sh's)
 # POOL comes from node.sh, `pool` is this file's (SC2153 takes one for a misspelling of the other):
 # shellcheck disable=SC2153
 num() { lvs --noheadings --units b --nosuffix -o "$1" "$2" | tr -d ' '; }
@@ -21,7 +21,7 @@ vgs --reportformat json --units b --nosuffix -o vg_name,vg_size "$VG" >"$GUEST_O
 pool=$(num lv_size "$VG/$POOL")
 gauge() { grep "^topolvm_thinpool_size_bytes{.*$VG" "$1" | awk '{printf "%.0f", $NF}'; }
 i=0
-until wget -qO "$GUEST_OUT/metrics-grown.txt" "http://$DIAG/metrics" \
+until scrape "$GUEST_OUT/metrics-grown.txt" \
   && [ "$(gauge "$GUEST_OUT/metrics-grown.txt")" = "$pool" ]; do
   i=$((i+1)); [ $i -gt 120 ] && fail "the pool gauge is not $pool 60 s after the extension" 15; sleep 0.5
 done

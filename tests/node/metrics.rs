@@ -1,0 +1,88 @@
+//! /metrics as a Prometheus in the cluster reaches it: through the chart's Services (kube-proxy
+//! on the node), over HTTPS, with the token kubelet mounts into the scraper's Pod. A
+//! ServiceAccount bound to the chart's `lvms-metrics-reader` reads both processes (vg-manager's
+//! volume group gauges among them); one without the binding is refused.
+
+use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::rbac::v1::ClusterRole;
+use kube::Api;
+
+use crate::ctx::{APPS, Ctx, LVMS_NS};
+use crate::workloads::pod;
+
+async fn cluster_ip(c: &Ctx, name: &str) -> String {
+    Api::<Service>::namespaced(c.client.clone(), LVMS_NS)
+        .get(name)
+        .await
+        .unwrap_or_else(|e| panic!("Service {name}: {e}"))
+        .spec
+        .and_then(|s| s.cluster_ip)
+        .unwrap_or_else(|| panic!("Service {name} has no ClusterIP"))
+}
+
+/// A Pod of ServiceAccount `sa` that GETs `/metrics` of `ips` with its own token and prints
+/// what each answered (`grep` keeps it under the 4 KiB termination message).
+fn scraper(name: &str, sa: &str, ips: &[String], keep: &str) -> serde_json::Value {
+    let urls: Vec<String> = ips
+        .iter()
+        .map(|ip| format!("https://{ip}:8443/metrics"))
+        .collect();
+    let script = format!(
+        "t=$(cat /var/run/secrets/kubernetes.io/serviceaccount/token)\n\
+         for u in {}; do\n\
+           echo \"== $u\"\n\
+           wget -q -T 30 --no-check-certificate --header \"Authorization: Bearer $t\" -O - \"$u\" 2>&1 \
+             | grep -E '{keep}|HTTP/' | head -5 || true\n\
+         done",
+        urls.join(" ")
+    );
+    let mut p = pod(name, "unused", false, &script);
+    p["spec"]["volumes"] = serde_json::json!([]);
+    p["spec"]["containers"][0]["volumeMounts"] = serde_json::json!([]);
+    p["spec"]["serviceAccountName"] = sa.into();
+    p
+}
+
+pub async fn both_endpoints_serve_a_reader_and_refuse_a_stranger(c: &mut Ctx) {
+    // The chart ships the role; the helper binds the scraper to it (and would make it if not).
+    Api::<ClusterRole>::all(c.client.clone())
+        .get(lvms_testkit::metrics::READER_ROLE)
+        .await
+        .expect("the chart's ClusterRole lvms-metrics-reader");
+    lvms_testkit::metrics::token(
+        &c.client,
+        APPS,
+        "scraper",
+        Some(lvms_testkit::metrics::READER_ROLE),
+    )
+    .await;
+    lvms_testkit::metrics::token(&c.client, APPS, "stranger", None).await;
+    let ips = vec![
+        cluster_ip(c, "vg-manager-metrics-service").await,
+        cluster_ip(c, "lvms-operator-metrics-service").await,
+    ];
+    let keep = "^topolvm_volumegroup_size_bytes|^lvms_reconcile_total";
+    let out = c
+        .run_pod(scraper("scrape-reader", "scraper", &ips, keep))
+        .await;
+    let (vgm, op) = out
+        .split_once(&format!("== https://{}", ips[1]))
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(
+        vgm.contains("topolvm_volumegroup_size_bytes{") && vgm.contains("node=\"lvms-node\""),
+        "vg-manager's gauges through vg-manager-metrics-service:\n{out}"
+    );
+    assert!(
+        op.contains("lvms_reconcile_total{"),
+        "the operator's passes through lvms-operator-metrics-service:\n{out}"
+    );
+    let out = c
+        .run_pod(scraper("scrape-stranger", "stranger", &ips, keep))
+        .await;
+    assert_eq!(
+        out.matches("403 Forbidden").count(),
+        2,
+        "both refuse a ServiceAccount without lvms-metrics-reader:\n{out}"
+    );
+    assert!(!out.contains("lvms_reconcile_total"), "{out}");
+}
