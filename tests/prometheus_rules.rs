@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use lvms::node::vg::gauges::{ThinPoolGauges, VolumeGroupGauges};
+use lvms::node::vg::gauges::{RaidGauges, ThinPoolGauges, VolumeGroupGauges};
 use lvms::telemetry::metrics::exposition::parse;
 use lvms::telemetry::metrics::{Metrics, Process};
 use serde::Deserialize;
@@ -83,6 +83,7 @@ fn exported() -> BTreeSet<String> {
             }),
         },
     );
+    m.set_raid("vg1", "node-a", Some(&raid(0, 100)));
     let names = parse(&m.encode())
         .expect("strict parse")
         .samples
@@ -205,6 +206,9 @@ fn lvms_alerts_are_defined_on_exported_metrics() {
         "ThinPoolDataUsageAtThresholdCritical",
         "ThinPoolMetaDataUsageAtThresholdNearFull",
         "ThinPoolMetaDataUsageAtThresholdCritical",
+        "LVMSRAIDDegraded",
+        "LVMSRAIDFailed",
+        "LVMSRAIDSyncSlow",
         "LVMSReconcileErrors",
     ] {
         assert!(names.contains(want), "alert {want} is missing");
@@ -226,13 +230,15 @@ fn lvms_alerts_are_defined_on_exported_metrics() {
             "{}: severity {severity:?}",
             r.alert
         );
-        assert_eq!(
-            severity == Some("critical"),
-            r.alert.ends_with("Critical"),
-            "{}: severity follows the name",
-            r.alert
-        );
-        if r.expr.contains("topolvm_") {
+        if r.alert.contains("Threshold") {
+            assert_eq!(
+                severity == Some("critical"),
+                r.alert.ends_with("Critical"),
+                "{}: severity follows the name",
+                r.alert
+            );
+        }
+        if r.expr.contains("topolvm_") || r.expr.contains("lvms_raid_") {
             for label in ["{{ $labels.device_class }}", "{{ $labels.node }}"] {
                 assert!(
                     r.annotations.values().all(|a| a.contains(label)),
@@ -242,4 +248,139 @@ fn lvms_alerts_are_defined_on_exported_metrics() {
             }
         }
     }
+}
+
+fn raid(health: i64, sync_percent: i64) -> RaidGauges {
+    RaidGauges {
+        health,
+        sync_in_progress: i64::from(sync_percent < 100),
+        member_count: 2,
+        degraded_count: i64::from(health > 0),
+        sync_percent,
+    }
+}
+
+/// A rule whose expression is comparisons of one metric with numbers joined by `and`
+/// (`m > 75 and m <= 85`, `m == 1`): the label sets it fires for in `text` (the encoder's
+/// output), or None for any other expression.
+fn firing(expr: &str, text: &str) -> Option<BTreeSet<String>> {
+    let e = parse(text).expect("strict parse");
+    let mut out: Option<BTreeSet<String>> = None;
+    for part in expr.trim().split(" and ") {
+        let words: Vec<&str> = part.split_whitespace().collect();
+        let [name, op, n] = words[..] else {
+            return None;
+        };
+        let n: f64 = n.parse().ok()?;
+        let test = |v: f64| match op {
+            "==" => v == n,
+            ">" => v > n,
+            ">=" => v >= n,
+            "<" => v < n,
+            "<=" => v <= n,
+            _ => false,
+        };
+        if !["==", ">", ">=", "<", "<="].contains(&op)
+            || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        {
+            return None;
+        }
+        let hits: BTreeSet<String> = e
+            .samples
+            .iter()
+            .filter(|s| s.name == name && test(s.value))
+            .map(|s| format!("{:?}", s.labels))
+            .collect();
+        out = Some(match out {
+            None => hits,
+            Some(prev) => prev.intersection(&hits).cloned().collect(),
+        });
+    }
+    out
+}
+
+/// The RAID and thin-pool alerts evaluated on what vg-manager's registry encodes for each state
+/// a class can be in: each fires exactly where LVMS's fires, for the class's labels.
+#[test]
+fn the_alerts_fire_on_the_states_they_name_in_real_metric_output() {
+    let rules = rules();
+    let state = |raid_state: Option<RaidGauges>, data: f64, metadata: f64| {
+        let m = Metrics::new(Process::VgManager);
+        m.set_volume_group(
+            "vg1",
+            "node-a",
+            &VolumeGroupGauges {
+                size_bytes: 100,
+                available_bytes: 50,
+                thin_pool: Some(ThinPoolGauges {
+                    size_bytes: 90,
+                    data_percent: Some(data),
+                    metadata_percent: Some(metadata),
+                    overprovisioned_available: 90,
+                }),
+            },
+        );
+        m.set_raid("vg1", "node-a", raid_state.as_ref());
+        m.encode()
+    };
+    let fired = |text: &str| -> BTreeSet<String> {
+        rules
+            .iter()
+            .filter_map(|r| {
+                let hits = firing(&r.expr, text)?;
+                assert!(
+                    hits.iter().all(|l| l.contains("\"device_class\": \"vg1\"")
+                        && l.contains("\"node\": \"node-a\"")),
+                    "{}: {hits:?}",
+                    r.alert
+                );
+                (!hits.is_empty()).then(|| r.alert.clone())
+            })
+            .collect()
+    };
+    let set = |names: &[&str]| names.iter().map(|s| s.to_string()).collect::<BTreeSet<_>>();
+    // Every RAID and thin-pool rule is of the form the evaluator reads: none is skipped.
+    for r in rules
+        .iter()
+        .filter(|r| r.alert.starts_with("LVMSRAID") || r.alert.starts_with("ThinPool"))
+    {
+        assert!(
+            firing(&r.expr, &state(None, 0.0, 0.0)).is_some(),
+            "{}: {}",
+            r.alert,
+            r.expr
+        );
+    }
+    assert_eq!(fired(&state(Some(raid(0, 100)), 10.0, 10.0)), set(&[]));
+    assert_eq!(
+        fired(&state(None, 10.0, 10.0)),
+        set(&[]),
+        "no RAID class: no RAID alert"
+    );
+    assert_eq!(
+        fired(&state(Some(raid(1, 100)), 10.0, 10.0)),
+        set(&["LVMSRAIDDegraded"])
+    );
+    assert_eq!(
+        fired(&state(Some(raid(2, 100)), 10.0, 10.0)),
+        set(&["LVMSRAIDFailed"])
+    );
+    assert_eq!(
+        fired(&state(Some(raid(0, 42)), 10.0, 10.0)),
+        set(&["LVMSRAIDSyncSlow"])
+    );
+    assert_eq!(
+        fired(&state(None, 80.0, 90.0)),
+        set(&[
+            "ThinPoolDataUsageAtThresholdNearFull",
+            "ThinPoolMetaDataUsageAtThresholdCritical"
+        ])
+    );
+    assert_eq!(
+        fired(&state(None, 85.5, 75.5)),
+        set(&[
+            "ThinPoolDataUsageAtThresholdCritical",
+            "ThinPoolMetaDataUsageAtThresholdNearFull"
+        ])
+    );
 }

@@ -20,7 +20,7 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::{Registry, Unit};
 use tracing::warn;
 
-use crate::node::vg::gauges::VolumeGroupGauges;
+use crate::node::vg::gauges::{RaidGauges, VolumeGroupGauges};
 
 /// What the encoder produces (OpenMetrics 1.0 text, which Prometheus scrapes natively).
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -85,7 +85,32 @@ struct NodeGauges {
     pool_metadata: PercentGauges,
     pool_size: BytesGauges,
     pool_overprovisioned: BytesGauges,
+    raid: [BytesGauges; 5],
 }
+
+/// LVMS's RAID gauges, in the order of [`RaidGauges`]' fields.
+const RAID_GAUGES: [(&str, &str); 5] = [
+    (
+        "lvms_raid_health_status",
+        "RAID health of the device class on this node: 0 healthy, 1 degraded, 2 failed",
+    ),
+    (
+        "lvms_raid_sync_in_progress",
+        "1 while any RAID LV of the device class resynchronizes, else 0",
+    ),
+    (
+        "lvms_raid_member_count",
+        "Physical volumes in the RAID volume group",
+    ),
+    (
+        "lvms_raid_degraded_count",
+        "Missing or failed physical volumes in the RAID volume group",
+    ),
+    (
+        "lvms_raid_sync_percent",
+        "The slowest RAID LV's resynchronization, in percent",
+    ),
+];
 
 struct Inner {
     registry: Registry,
@@ -249,6 +274,29 @@ impl Metrics {
         );
     }
 
+    /// The RAID gauges of a device class after a pass: set for a RAID class, gone otherwise.
+    pub fn set_raid(&self, device_class: &str, node: &str, raid: Option<&RaidGauges>) {
+        let Some(n) = &self.0.node else {
+            return;
+        };
+        let labels = NodeLabels {
+            device_class: device_class.to_string(),
+            node: node.to_string(),
+        };
+        let values = raid.map(|r| {
+            [
+                r.health,
+                r.sync_in_progress,
+                r.member_count,
+                r.degraded_count,
+                r.sync_percent,
+            ]
+        });
+        for (i, family) in n.raid.iter().enumerate() {
+            set_or_remove(family, &labels, values.map(|v| v[i]));
+        }
+    }
+
     /// Drop a device class's node gauges once its volume group is gone from the node.
     pub fn forget_volume_group(&self, device_class: &str, node: &str) {
         let Some(n) = &self.0.node else {
@@ -264,6 +312,9 @@ impl Metrics {
         n.pool_overprovisioned.remove(&labels);
         n.pool_data.remove(&labels);
         n.pool_metadata.remove(&labels);
+        for family in &n.raid {
+            family.remove(&labels);
+        }
     }
 
     /// The registry in the text format ([`CONTENT_TYPE`]).
@@ -291,7 +342,11 @@ fn node_gauges(registry: &mut Registry) -> NodeGauges {
         pool_metadata: Family::default(),
         pool_size: Family::default(),
         pool_overprovisioned: Family::default(),
+        raid: Default::default(),
     };
+    for ((name, help), family) in RAID_GAUGES.iter().zip(&g.raid) {
+        registry.register(*name, *help, family.clone());
+    }
     registry.register_with_unit(
         "topolvm_volumegroup_size",
         "Size of the device class's volume group on this node",
@@ -556,8 +611,33 @@ mod tests {
         assert_eq!(e.value("topolvm_thinpool_size_bytes", &at), None);
         assert_eq!(e.value("topolvm_volumegroup_size_bytes", &at), Some(100.0));
 
+        // A RAID class: LVMS's five gauges; gone when the class is no RAID (or gone).
+        let raid = RaidGauges {
+            health: 1,
+            sync_in_progress: 1,
+            member_count: 2,
+            degraded_count: 1,
+            sync_percent: 42,
+        };
+        m.set_raid("thin", "node-a", Some(&raid));
+        let e = parse(&m.encode()).unwrap();
+        for (name, want) in [
+            ("lvms_raid_health_status", 1.0),
+            ("lvms_raid_sync_in_progress", 1.0),
+            ("lvms_raid_member_count", 2.0),
+            ("lvms_raid_degraded_count", 1.0),
+            ("lvms_raid_sync_percent", 42.0),
+        ] {
+            assert_eq!(e.value(name, &at), Some(want), "{name}");
+        }
+        m.set_raid("thin", "node-a", None);
+        let e = parse(&m.encode()).unwrap();
+        assert_eq!(e.value("lvms_raid_health_status", &at), None);
+        m.set_raid("thin", "node-a", Some(&raid));
+
         m.forget_volume_group("thin", "node-a");
         let e = parse(&m.encode()).unwrap();
+        assert_eq!(e.value("lvms_raid_sync_percent", &at), None);
         assert_eq!(e.value("topolvm_volumegroup_size_bytes", &at), None);
     }
 }

@@ -181,4 +181,18 @@ pub async fn a_member_disk_removed_at_run_time_fails_the_raid_health_check(ctx: 
         .event
         .expect("run_node waited for the RAIDHealthCheckFailed Event");
     assert_eq!(warning.type_.as_deref(), Some("Warning"), "{warning:?}");
+    // LVMS's RAID gauges, scraped as Prometheus does: healthy with both members at Ready, not
+    // healthy with one gone (what LVMSRAIDDegraded and LVMSRAIDFailed fire on).
+    let at = [("device_class", vg.as_str()), ("node", "guest-raid-lost")];
+    let gauge = |file: &str, name: &str| {
+        let text = r.out.read(file);
+        let m = lvms::telemetry::metrics::exposition::parse(&text)
+            .unwrap_or_else(|e| panic!("{file}: {e}"));
+        m.value(name, &at)
+            .unwrap_or_else(|| panic!("no {name} for {at:?} in {file}:\n{text}"))
+    };
+    assert_eq!(gauge("metrics-ready.txt", "lvms_raid_health_status"), 0.0);
+    assert_eq!(gauge("metrics-ready.txt", "lvms_raid_member_count"), 2.0);
+    assert_eq!(gauge("metrics-ready.txt", "lvms_raid_degraded_count"), 0.0);
+    assert!(gauge("metrics-lost.txt", "lvms_raid_health_status") >= 1.0);
 }

@@ -21,7 +21,8 @@ async fn cluster_ip(c: &Ctx, name: &str) -> String {
 }
 
 /// A Pod of ServiceAccount `sa` that GETs `/metrics` of `ips` with its own token and prints
-/// what each answered (`grep` keeps it under the 4 KiB termination message).
+/// what each answered (`grep` keeps it under the 4 KiB termination message). busybox 1.35's
+/// wget crashes on `-T` with https: `timeout` bounds it instead.
 fn scraper(name: &str, sa: &str, ips: &[String], keep: &str) -> serde_json::Value {
     let urls: Vec<String> = ips
         .iter()
@@ -31,7 +32,7 @@ fn scraper(name: &str, sa: &str, ips: &[String], keep: &str) -> serde_json::Valu
         "t=$(cat /var/run/secrets/kubernetes.io/serviceaccount/token)\n\
          for u in {}; do\n\
            echo \"== $u\"\n\
-           wget -q -T 30 --no-check-certificate --header \"Authorization: Bearer $t\" -O - \"$u\" 2>&1 \
+           timeout 60 wget -q --no-check-certificate --header \"Authorization: Bearer $t\" -O - \"$u\" 2>&1 \
              | grep -E '{keep}|HTTP/' | head -5 || true\n\
          done",
         urls.join(" ")

@@ -3,7 +3,7 @@
 //! with `pvs`), the `lvs` rows of a thin class, and its thin-pool spec. Pure, so the thin
 //! figures are tested on lvm2 fixtures although thin pools cannot be created here.
 
-use crate::api::ThinPoolConfig;
+use crate::api::{RaidHealthStatus, RaidStatus, ThinPoolConfig};
 use crate::node::report::{ExistingVg, LvReport};
 
 /// One device class on one node.
@@ -23,6 +23,34 @@ pub struct ThinPoolGauges {
     pub metadata_percent: Option<f64>,
     /// TopoLVM's definition: pool size × overprovisionRatio − the thin volumes' sizes.
     pub overprovisioned_available: u64,
+}
+
+/// LVMS's `lvms_raid_*` gauges of one RAID device class on one node, from the node status's
+/// `raidStatus` of the same pass.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RaidGauges {
+    /// 0 healthy, 1 degraded, 2 failed (the worst of the class's RAID LVs).
+    pub health: i64,
+    /// 1 while any of its RAID LVs resynchronizes.
+    pub sync_in_progress: i64,
+    pub member_count: i64,
+    pub degraded_count: i64,
+    /// The slowest LV's resynchronization, 0..=100 (100 with no LV yet).
+    pub sync_percent: i64,
+}
+
+pub fn raid_gauges(raid: &RaidStatus) -> RaidGauges {
+    RaidGauges {
+        health: match raid.status {
+            RaidHealthStatus::Healthy => 0,
+            RaidHealthStatus::Degraded => 1,
+            RaidHealthStatus::Failed => 2,
+        },
+        sync_in_progress: i64::from(raid.lv_health.iter().any(|lv| lv.sync_percent < 100)),
+        member_count: i64::from(raid.member_count),
+        degraded_count: i64::from(raid.degraded_member_count),
+        sync_percent: i64::from(raid.min_sync_percent.unwrap_or(100).clamp(0, 100)),
+    }
 }
 
 /// The gauges of `vg` after a pass. `thin` is the class's pool spec with its `lvs` report.
@@ -67,6 +95,50 @@ fn thin_pool_gauges(config: &ThinPoolConfig, lvs: &LvReport) -> Option<ThinPoolG
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn raid_gauges_are_lvms_numbers() {
+        use crate::api::{RaidLvHealth, RaidType};
+        let lv = |sync: i32| RaidLvHealth {
+            name: "lv".into(),
+            raid_type: RaidType::Raid1,
+            sync_percent: sync,
+            health_status: String::new(),
+        };
+        let mut raid = RaidStatus {
+            status: RaidHealthStatus::Healthy,
+            member_count: 2,
+            degraded_member_count: 0,
+            min_sync_percent: None,
+            lv_health: vec![],
+        };
+        assert_eq!(
+            raid_gauges(&raid),
+            RaidGauges {
+                health: 0,
+                sync_in_progress: 0,
+                member_count: 2,
+                degraded_count: 0,
+                sync_percent: 100
+            }
+        );
+        raid.status = RaidHealthStatus::Degraded;
+        raid.degraded_member_count = 1;
+        raid.lv_health = vec![lv(100), lv(42)];
+        raid.min_sync_percent = Some(42);
+        let g = raid_gauges(&raid);
+        assert_eq!(
+            (
+                g.health,
+                g.sync_in_progress,
+                g.degraded_count,
+                g.sync_percent
+            ),
+            (1, 1, 1, 42)
+        );
+        raid.status = RaidHealthStatus::Failed;
+        assert_eq!(raid_gauges(&raid).health, 2);
+    }
     use crate::node::fixture;
     use crate::node::report::{LogicalVolume, find_vg, join_vgs, parse_lvs, parse_pvs, parse_vgs};
 

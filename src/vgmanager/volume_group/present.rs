@@ -111,6 +111,14 @@ impl VolumeGroupUnit {
         Ok(())
     }
 
+    fn set_raid_gauges(&self, raid: Option<&RaidStatus>) {
+        self.ctx.metrics.set_raid(
+            &self.vg,
+            &self.ctx.node,
+            raid.map(gauges::raid_gauges).as_ref(),
+        );
+    }
+
     fn set_status(
         &self,
         vg: &LVMVolumeGroup,
@@ -248,6 +256,11 @@ impl VolumeGroupUnit {
                     &obs,
                     &decision.devices,
                 );
+                // A RAID class refused for a missing member still has its array: its gauges
+                // say so (LVMSRAIDDegraded). An lvs that fails leaves them as they were.
+                if let Ok(Some(raid)) = self.raid_health(vg, &obs).await {
+                    self.set_raid_gauges(Some(&raid));
+                }
                 let mut err = UnitError::retryable(refusal_reason(event), error.to_string());
                 err.retry_after = requeue_after;
                 Err(err)
@@ -344,6 +357,7 @@ impl VolumeGroupUnit {
                 &gauges::volume_group_gauges(existing, thin),
             );
         }
+        self.set_raid_gauges(raid.as_ref());
         self.set_status_raid(vg, Phase::Ready, &obs, &filtered, raid.clone());
         if let Some((reason, note)) = raid_warning(&self.vg, raid.as_ref()) {
             // One Event object with a growing count, every RAID requeue until it heals.

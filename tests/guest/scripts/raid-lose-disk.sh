@@ -6,7 +6,7 @@
 # Variables:
 #   LOST_DISK  the member disk's /dev/disk/by-id path (raid.rs exports it)
 #   VG (node.sh's), GUEST_OUT
-# Functions:   fail (node.sh's)
+# Functions:   fail, scrape (node.sh's)
 dev=$(readlink -f "$LOST_DISK"); b=${dev#/dev/}
 pci=$(readlink -f "/sys/block/$b/device/..")
 [ -e "$pci/remove" ] || fail "no PCI device behind $dev ($pci)" 19
@@ -21,4 +21,10 @@ pvs --reportformat json -o pv_name,vg_name,pv_missing >"$GUEST_OUT/pvs-lost.json
 i=0
 until grep -q RAIDHealthCheckFailed "$GUEST_OUT/vg-manager.log"; do
   i=$((i+1)); [ $i -gt 600 ] && fail "vg-manager never failed the RAID health check" 20; sleep 0.5
+done
+# The RAID gauges a Prometheus reads then (LVMSRAIDDegraded fires on health 1).
+i=0
+until scrape "$GUEST_OUT/metrics-lost.txt" \
+  && grep -q "^lvms_raid_health_status{.*$VG.* [12]" "$GUEST_OUT/metrics-lost.txt"; do
+  i=$((i+1)); [ $i -gt 240 ] && fail "lvms_raid_health_status of $VG never left 0" 21; sleep 0.5
 done
