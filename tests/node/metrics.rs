@@ -28,12 +28,21 @@ fn scraper(name: &str, sa: &str, ips: &[String], keep: &str) -> serde_json::Valu
         .iter()
         .map(|ip| format!("https://{ip}:8443/metrics"))
         .collect();
+    // Each endpoint up to 10 times, 3 s apart, until it answers with the kept lines or an
+    // HTTP status; anything else (a refused connection, a crash) is printed as it came.
     let script = format!(
         "t=$(cat /var/run/secrets/kubernetes.io/serviceaccount/token)\n\
          for u in {}; do\n\
            echo \"== $u\"\n\
-           timeout 60 wget -q --no-check-certificate --header \"Authorization: Bearer $t\" -O - \"$u\" 2>&1 \
-             | grep -E '{keep}|HTTP/' | head -5 || true\n\
+           for i in 1 2 3 4 5 6 7 8 9 10; do\n\
+             out=$(timeout 60 wget -q --no-check-certificate \
+               --header \"Authorization: Bearer $t\" -O - \"$u\" 2>&1) && rc=0 || rc=$?\n\
+             if echo \"$out\" | grep -qE '{keep}|HTTP/'; then break; fi\n\
+             sleep 3\n\
+           done\n\
+           echo \"rc=$rc\"\n\
+           echo \"$out\" | grep -E '{keep}|HTTP/' | head -4\n\
+           echo \"$out\" | grep -vE '^(#|[a-z_]+[{{ ])' | head -3\n\
          done",
         urls.join(" ")
     );
