@@ -50,8 +50,7 @@ say "NodeGetVolumeStats of photos: $(kubelet stats --claim default/photos --targ
 step kubelet unpublish --claim default/photos-restore --target /mnt/restore
 step kubelet unpublish --claim default/photos --target /mnt/photos
 say "unpublished both; the host deletes the PVCs and the snapshot"
-say "gauges: $(wget -qO- --no-check-certificate --header "Authorization: Bearer $METRICS_TOKEN" \
-  https://127.0.0.1:9443/metrics | grep '^topolvm_thinpool_size_bytes')"
+say "gauges: $(METRICS_TOKEN=$METRICS_TOKEN /work/lvms-dev scrape --port 9443 | grep '^topolvm_thinpool_size_bytes')"
 echo "LVMS-DEMO shown"
 wait_for 600 "teardown of demo-a (the host deletes the LVMCluster)" sh -c '! vgs demo-a'
 say "vg-manager removed pool and VG; device-mapper devices left: $(dmsetup ls | grep -c demo-a)"

@@ -119,7 +119,9 @@ async fn serve(
                 match tokio::time::timeout(limits.read_timeout, acceptor.accept(sock)).await {
                     Ok(Ok(s)) => s,
                     Ok(Err(e)) => {
-                        debug!(%peer, error = %e, "metrics TLS handshake failed");
+                        // Once per connection: a scraper with the wrong TLS settings learns why
+                        // here (busybox's wget: no signature_algorithms), not from a reset.
+                        info!(%peer, error = %e, "metrics TLS handshake failed");
                         return;
                     }
                     Err(_) => {

@@ -8,7 +8,6 @@ use k8s_openapi::api::rbac::v1::ClusterRole;
 use kube::Api;
 
 use crate::ctx::{APPS, Ctx, LVMS_NS};
-use crate::workloads::pod;
 
 async fn cluster_ip(c: &Ctx, name: &str) -> String {
     Api::<Service>::namespaced(c.client.clone(), LVMS_NS)
@@ -20,37 +19,41 @@ async fn cluster_ip(c: &Ctx, name: &str) -> String {
         .unwrap_or_else(|| panic!("Service {name} has no ClusterIP"))
 }
 
-/// A Pod of ServiceAccount `sa` that GETs `/metrics` of `ips` with its own token and prints
-/// what each answered (`grep` keeps it under the 4 KiB termination message). busybox 1.35's
-/// wget crashes on `-T` with https: `timeout` bounds it instead.
+/// A Pod of ServiceAccount `sa` (lvms's image, for its openssl: busybox's wget speaks a TLS
+/// rustls refuses, see lvms-dev's `scrape`) that GETs `/metrics` of `ips` with its own token
+/// and prints what each answered (`grep` keeps it under the 4 KiB termination message). Each
+/// endpoint up to 10 times, 3 s apart, until it answers with an HTTP status.
 fn scraper(name: &str, sa: &str, ips: &[String], keep: &str) -> serde_json::Value {
-    let urls: Vec<String> = ips
-        .iter()
-        .map(|ip| format!("https://{ip}:8443/metrics"))
-        .collect();
-    // Each endpoint up to 10 times, 3 s apart, until it answers with the kept lines or an
-    // HTTP status; anything else (a refused connection, a crash) is printed as it came.
     let script = format!(
         "t=$(cat /var/run/secrets/kubernetes.io/serviceaccount/token)\n\
-         for u in {}; do\n\
-           echo \"== $u\"\n\
-           for i in 1 2 3 4 5 6 7 8 9 10; do\n\
-             out=$(timeout 60 wget -q --no-check-certificate \
-               --header \"Authorization: Bearer $t\" -O - \"$u\" 2>&1) && rc=0 || rc=$?\n\
-             if echo \"$out\" | grep -qE '{keep}|HTTP/'; then break; fi\n\
+         for ip in {}; do\n\
+           echo \"== $ip\"\n\
+           for i in $(seq 1 10); do\n\
+             out=$(printf 'GET /metrics HTTP/1.1\\r\\nHost: x\\r\\nAuthorization: Bearer %s\\r\\nConnection: close\\r\\n\\r\\n' \"$t\" \
+               | timeout 60 openssl s_client -quiet -connect \"$ip:8443\" 2>&1) && rc=0 || rc=$?\n\
+             if echo \"$out\" | grep -q '^HTTP/1.1'; then break; fi\n\
              sleep 3\n\
            done\n\
            echo \"rc=$rc\"\n\
-           echo \"$out\" | grep -E '{keep}|HTTP/' | head -4\n\
-           echo \"$out\" | grep -vE '^(#|[a-z_]+[{{ ])' | head -3\n\
+           echo \"$out\" | grep -E '{keep}|^HTTP/1.1' | head -4\n\
+           echo \"$out\" | grep -qE '^HTTP/1.1' || echo \"$out\" | tail -3\n\
          done",
-        urls.join(" ")
+        ips.join(" ")
     );
-    let mut p = pod(name, "unused", false, &script);
-    p["spec"]["volumes"] = serde_json::json!([]);
-    p["spec"]["containers"][0]["volumeMounts"] = serde_json::json!([]);
-    p["spec"]["serviceAccountName"] = sa.into();
-    p
+    serde_json::json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": APPS},
+        "spec": {
+            "restartPolicy": "Never",
+            "terminationGracePeriodSeconds": 1,
+            "serviceAccountName": sa,
+            "securityContext": {"runAsUser": 1000, "runAsGroup": 1000},
+            "containers": [{
+                "name": "scrape", "image": "localhost/lvms:dev", "imagePullPolicy": "Never",
+                "command": ["sh", "-c", format!("( {script} ) >/dev/termination-log 2>&1")],
+            }]
+        }
+    })
 }
 
 pub async fn both_endpoints_serve_a_reader_and_refuse_a_stranger(c: &mut Ctx) {
@@ -76,7 +79,7 @@ pub async fn both_endpoints_serve_a_reader_and_refuse_a_stranger(c: &mut Ctx) {
         .run_pod(scraper("scrape-reader", "scraper", &ips, keep))
         .await;
     let (vgm, op) = out
-        .split_once(&format!("== https://{}", ips[1]))
+        .split_once(&format!("== {}", ips[1]))
         .unwrap_or_else(|| panic!("{out}"));
     assert!(
         vgm.contains("topolvm_volumegroup_size_bytes{") && vgm.contains("node=\"lvms-node\""),

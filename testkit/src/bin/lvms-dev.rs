@@ -1,6 +1,7 @@
 //! `lvms-dev`: developer tooling, never shipped in the `lvms` image. `lvms-dev control-plane
 //! up|down|env`: the test control plane, for people; `lvms-dev kubelet`: kubelet's volume calls
-//! on a node without kubelet (the demo's guest node, the guest tests).
+//! on a node without kubelet (the demo's guest node, the guest tests); `lvms-dev scrape`: a
+//! process's /metrics as Prometheus reads it.
 // Test and demo tooling: a panic is a failed run, and these commands print their results.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
@@ -40,6 +41,16 @@ pub enum DevCommand {
     /// Do what kubelet does with a claim's volume on this node (publish, unpublish, expand,
     /// stats) through the node service's socket; prints one JSON line.
     Kubelet(KubeletArgs),
+    /// GET https://127.0.0.1:PORT/metrics with a bearer token, as a Prometheus scrapes (the
+    /// certificate not verified); prints the body, fails on any status but 200. busybox's
+    /// wget cannot: its own TLS sends no signature_algorithms, which rustls requires.
+    Scrape {
+        #[arg(long)]
+        port: u16,
+        /// The bearer token (e.g. `$METRICS_TOKEN`).
+        #[arg(long, env = "METRICS_TOKEN", hide_env_values = true)]
+        token: String,
+    },
 }
 
 #[derive(Debug, clap::Args)]
@@ -102,6 +113,14 @@ pub fn run(cmd: DevCommand) -> anyhow::Result<ExitCode> {
     let cmd = match cmd {
         DevCommand::ControlPlane(c) => c,
         DevCommand::Kubelet(args) => return kubelet(args),
+        DevCommand::Scrape { port, token } => {
+            let (code, body) = lvms_testkit::metrics::scrape(port, Some(&token), None)?;
+            print!("{body}");
+            if code != 200 {
+                anyhow::bail!("https://127.0.0.1:{port}/metrics answered {code}");
+            }
+            return Ok(ExitCode::SUCCESS);
+        }
     };
     match cmd {
         ControlPlaneCommand::Up { dir, no_crds } => {

@@ -29,11 +29,10 @@
 set -u
 modprobe dm-thin-pool
 VGM=/run/vgm-$JOB DIAG=127.0.0.1:$DIAG_PORT METRICS=127.0.0.1:$METRICS_PORT
-# scrape FILE: vg-manager's /metrics into FILE, as a Prometheus with a reader's token would.
-scrape() {
-  wget -q --no-check-certificate --header "Authorization: Bearer $METRICS_TOKEN" \
-    -O "$1" "https://$METRICS/metrics"
-}
+export METRICS_TOKEN
+# scrape FILE: vg-manager's /metrics into FILE, as a Prometheus with a reader's token would
+# (lvms-dev's rustls client: busybox's wget speaks a TLS that rustls refuses, see lvms-dev).
+scrape() { /work/lvms-dev scrape --port "$METRICS_PORT" >"$1" 2>>"$GUEST_OUT/scrape.log"; }
 mkdir -p "$VGM"
 prepare
 start() {
