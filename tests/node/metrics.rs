@@ -21,9 +21,10 @@ async fn cluster_ip(c: &Ctx, name: &str) -> String {
 
 /// A Pod of ServiceAccount `sa` (lvms's image, for its openssl: busybox's wget speaks a TLS
 /// rustls refuses, see lvms-dev's `scrape`) that GETs `/metrics` of `ips` with its own token
-/// and prints what each answered (`grep` keeps it under the 4 KiB termination message). Each
+/// and prints each answer's status and first lines of two families (`grep` keeps it under the
+/// 4 KiB termination message). Each
 /// endpoint up to 10 times, 3 s apart, until it answers with an HTTP status.
-fn scraper(name: &str, sa: &str, ips: &[String], keep: &str) -> serde_json::Value {
+fn scraper(name: &str, sa: &str, ips: &[String]) -> serde_json::Value {
     let script = format!(
         "t=$(cat /var/run/secrets/kubernetes.io/serviceaccount/token)\n\
          for ip in {}; do\n\
@@ -35,7 +36,9 @@ fn scraper(name: &str, sa: &str, ips: &[String], keep: &str) -> serde_json::Valu
              sleep 3\n\
            done\n\
            echo \"rc=$rc\"\n\
-           echo \"$out\" | grep -E '{keep}|^HTTP/1.1' | head -4\n\
+           echo \"$out\" | grep -m1 '^HTTP/1.1' || true\n\
+           echo \"$out\" | grep -m1 '^topolvm_volumegroup_size_bytes' || true\n\
+           echo \"$out\" | grep -m1 '^lvms_reconcile_total' || true\n\
            echo \"$out\" | grep -qE '^HTTP/1.1' || echo \"$out\" | tail -3\n\
          done",
         ips.join(" ")
@@ -74,10 +77,7 @@ pub async fn both_endpoints_serve_a_reader_and_refuse_a_stranger(c: &mut Ctx) {
         cluster_ip(c, "vg-manager-metrics-service").await,
         cluster_ip(c, "lvms-operator-metrics-service").await,
     ];
-    let keep = "^topolvm_volumegroup_size_bytes|^lvms_reconcile_total";
-    let out = c
-        .run_pod(scraper("scrape-reader", "scraper", &ips, keep))
-        .await;
+    let out = c.run_pod(scraper("scrape-reader", "scraper", &ips)).await;
     let (vgm, op) = out
         .split_once(&format!("== {}", ips[1]))
         .unwrap_or_else(|| panic!("{out}"));
@@ -90,7 +90,7 @@ pub async fn both_endpoints_serve_a_reader_and_refuse_a_stranger(c: &mut Ctx) {
         "the operator's passes through lvms-operator-metrics-service:\n{out}"
     );
     let out = c
-        .run_pod(scraper("scrape-stranger", "stranger", &ips, keep))
+        .run_pod(scraper("scrape-stranger", "stranger", &ips))
         .await;
     assert_eq!(
         out.matches("403 Forbidden").count(),
