@@ -67,7 +67,6 @@ impl ProcessCore {
     ) -> anyhow::Result<Self> {
         let metrics = Metrics::new(process);
         let diag = Diagnostics::start(addr).await?;
-        let metrics_task = super::metrics_server::start(serving, client, metrics.text()).await?;
         std::fs::create_dir_all(journal_dir)
             .with_context(|| format!("--journal-dir {}", journal_dir.display()))?;
         let path = journal_dir.join(name);
@@ -76,6 +75,8 @@ impl ProcessCore {
                 .with_context(|| format!("opening the journal at {}", path.display()))?,
         );
         metrics.watch_journal(&journal);
+        // Served once the journal's gauges are there: a first scrape never lacks them.
+        let metrics_task = super::metrics_server::start(serving, client, metrics.text()).await?;
         let trimmer = Trimmer::default();
         let trimming = trimmer.spawn(Duration::from_millis(200));
         let compacting = super::compaction::spawn(
