@@ -109,12 +109,17 @@ fn qemu() -> Option<PathBuf> {
     .find(|p| p.is_file())
 }
 
-/// The guests' kernel command line. `tsc=reliable`: under TCG the clocksource watchdog finds
-/// the emulated TSC skewed and marks it unstable while the guest runs; the static key that
-/// flips then is patched with int3 under a running vCPU, and 6.12 oopsed there in the node's
-/// reboot (`Oops: int3` in `sched_clock_cpu`, a kernel panic 15 s after boot). A TSC taken as
-/// reliable is never re-verified, so nothing is patched after boot.
-pub(crate) const KERNEL_ARGS: &str = "console=ttyS0 panic=-1 tsc=reliable";
+/// The guests' kernel command line: fewer static keys flipped while the guest runs, since QEMU
+/// 7.2's multi-threaded TCG can run a vCPU on kernel text another vCPU is patching (an `int3`
+/// oops; see `realnode::emulation_fault`). `tsc=reliable`: under TCG the clocksource watchdog
+/// finds the emulated TSC skewed and flips sched_clock's key mid-run (an oops in
+/// `sched_clock_cpu` once). `kfence.sample_interval=0`: KFENCE flips its allocation gate every
+/// sample interval from a kworker (a slab oops in a kworker on 6.12 once). `cgroup.memory=nokmem`:
+/// no kernel-memory accounting, whose key flips when the first memory cgroup comes online,
+/// i.e. as containerd and kubelet start (an oops in `kmem_cache_alloc_noprof` at the node's
+/// reboot). Keys flipped once by networking (`secure_ipv4_port_ephemeral`) remain.
+pub(crate) const KERNEL_ARGS: &str =
+    "console=ttyS0 panic=-1 tsc=reliable kfence.sample_interval=0 cgroup.memory=nokmem";
 
 /// KVM when `/dev/kvm` opens and the CPU exposes hardware virtualisation; on this machine kind
 /// it does not (KVM then hangs or aborts at boot), so TCG. `LVMS_GUEST_ACCEL` overrides.
