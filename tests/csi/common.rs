@@ -64,7 +64,23 @@ impl ThickNode {
         }
         s.create_cluster(lvm_cluster("my-lvmcluster", json!([dc])))
             .await;
-        s.ready_vg_entry(NODE, &class, T, |_| true).await;
+        // A class that never gets Ready fails with what vg-manager and the operator said.
+        let ready = futures::FutureExt::catch_unwind(std::panic::AssertUnwindSafe(
+            s.ready_vg_entry(NODE, &class, T, |_| true),
+        ))
+        .await;
+        if let Err(p) = ready {
+            let why = p
+                .downcast_ref::<String>()
+                .cloned()
+                .unwrap_or_else(|| "panicked".into());
+            let tail = |t: String| lvms_testkit::process::tail(&t, 30);
+            panic!(
+                "{why}\nvg-manager's log:\n{}\noperator's log:\n{}",
+                tail(vgm.log_text()),
+                tail(op.log_text())
+            );
+        }
         let n = ThickNode {
             s,
             op,

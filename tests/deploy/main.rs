@@ -735,9 +735,10 @@ async fn metrics_are_served_over_tls_to_the_reader_role_only() {
     let reader = token(&s.client, &s.ns.name, "scraper", Some(READER_ROLE)).await;
     let stranger = token(&s.client, &s.ns.name, "stranger", None).await;
     let ca = cp.pki.serving_ca();
+    let port = op.metrics_port().expect("the operator's metrics port");
 
     let served = eventually(T, || async {
-        scrape(op.metrics, Some(&reader), Some(&ca))
+        scrape(port, Some(&reader), Some(&ca))
             .ok()
             .filter(|(code, _)| *code == 200)
     })
@@ -745,7 +746,7 @@ async fn metrics_are_served_over_tls_to_the_reader_role_only() {
     .unwrap_or_else(|| {
         panic!(
             "the reader never got the operator's /metrics: {:?}\n{}",
-            scrape(op.metrics, Some(&reader), Some(&ca)),
+            scrape(port, Some(&reader), Some(&ca)),
             op.log_text()
         )
     });
@@ -756,17 +757,17 @@ async fn metrics_are_served_over_tls_to_the_reader_role_only() {
         served.1
     );
 
-    let (code, body) = scrape(op.metrics, Some(&stranger), Some(&ca)).unwrap();
+    let (code, body) = scrape(port, Some(&stranger), Some(&ca)).unwrap();
     assert_eq!(code, 403, "{body}");
     assert!(
         body.contains(&format!("system:serviceaccount:{}:stranger", s.ns.name))
             && body.contains(READER_ROLE),
         "{body}"
     );
-    let (code, body) = scrape(op.metrics, None, Some(&ca)).unwrap();
+    let (code, body) = scrape(port, None, Some(&ca)).unwrap();
     assert_eq!(code, 401, "{body}");
     assert!(body.contains("Authorization: Bearer"), "{body}");
-    let (code, body) = scrape(op.metrics, Some("forged.token.value"), Some(&ca)).unwrap();
+    let (code, body) = scrape(port, Some("forged.token.value"), Some(&ca)).unwrap();
     assert_eq!(code, 401, "{body}");
     assert!(!body.contains("lvms_"), "{body}");
     // Nothing of it in the clear: the probe port has no /metrics, the metrics port no HTTP.
@@ -774,7 +775,7 @@ async fn metrics_are_served_over_tls_to_the_reader_role_only() {
     assert_eq!(op.diagnostics_get("/healthz").unwrap().0, 200);
     let plain = {
         use std::io::{Read, Write};
-        let mut c = std::net::TcpStream::connect(("127.0.0.1", op.metrics)).unwrap();
+        let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
         c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
         let _ = c.write_all(b"GET /metrics HTTP/1.1\r\nhost: x\r\n\r\n");
         let mut out = Vec::new();

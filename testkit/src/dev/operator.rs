@@ -22,11 +22,24 @@ pub struct OperatorOptions {
 pub struct OperatorProcess {
     child: Child,
     pub diagnostics: u16,
-    /// `/metrics` over HTTPS (`crate::metrics::scrape`).
-    pub metrics: u16,
     pub log: PathBuf,
     /// The CSI socket: the operator's controller socket, or vg-manager's node socket.
     pub csi_socket: PathBuf,
+}
+
+/// The port of the last `metrics listening ... addr=127.0.0.1:PORT` line of a log (text or
+/// JSON format).
+fn metrics_port_in(log: &str) -> Option<u16> {
+    let line = log
+        .lines()
+        .rev()
+        .find(|l| l.contains("metrics listening"))?;
+    let at = line.rfind("127.0.0.1:")? + "127.0.0.1:".len();
+    let digits: String = line[at..]
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    digits.parse().ok()
 }
 
 /// A short socket path of its own per process started (a Unix socket path has 108 bytes at
@@ -58,7 +71,6 @@ pub const NO_DM_LVM_CONFIG: &str = "global{activation=0} devices{use_devicesfile
 impl OperatorProcess {
     pub fn start_vg_manager(opts: &VgManagerOptions) -> std::io::Result<Self> {
         let diagnostics = free_port()?;
-        let metrics = free_port()?;
         std::fs::create_dir_all(&opts.dir)?;
         let log = opts
             .dir
@@ -81,8 +93,9 @@ impl OperatorProcess {
             .arg(opts.dir.join("lock"))
             .arg("--diagnostics-addr")
             .arg(format!("127.0.0.1:{diagnostics}"))
-            .arg("--metrics-addr")
-            .arg(format!("127.0.0.1:{metrics}"))
+            // The kernel picks the port (a second port chosen ahead, as the diagnostics one,
+            // could be taken by then); `metrics_port` reads it from the log.
+            .args(["--metrics-addr", "127.0.0.1:0"])
             .args(["--debounce-ms", "20"])
             .arg("--csi-node-socket")
             .arg(&csi_socket)
@@ -100,7 +113,6 @@ impl OperatorProcess {
         Ok(OperatorProcess {
             child,
             diagnostics,
-            metrics,
             log,
             csi_socket,
         })
@@ -108,7 +120,6 @@ impl OperatorProcess {
 
     pub fn start(opts: &OperatorOptions) -> std::io::Result<Self> {
         let diagnostics = free_port()?;
-        let metrics = free_port()?;
         let mut cmd = Command::new(&opts.bin);
         cmd.arg("operator")
             .arg("--namespace")
@@ -117,8 +128,9 @@ impl OperatorProcess {
             .arg(&opts.journal_dir)
             .arg("--diagnostics-addr")
             .arg(format!("127.0.0.1:{diagnostics}"))
-            .arg("--metrics-addr")
-            .arg(format!("127.0.0.1:{metrics}"))
+            // The kernel picks the port (a second port chosen ahead, as the diagnostics one,
+            // could be taken by then); `metrics_port` reads it from the log.
+            .args(["--metrics-addr", "127.0.0.1:0"])
             .arg("--vg-manager-image")
             .arg("localhost/lvms:dev")
             .args(&opts.args)
@@ -140,7 +152,6 @@ impl OperatorProcess {
         Ok(OperatorProcess {
             child,
             diagnostics,
-            metrics,
             log: opts.log.clone(),
             csi_socket,
         })
@@ -207,10 +218,28 @@ impl OperatorProcess {
         Ok((code, body))
     }
 
+    /// The port `/metrics` is served on, from the process's log line saying so (waited for up
+    /// to 30 s: the server starts once the journal is open).
+    pub fn metrics_port(&self) -> std::io::Result<u16> {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some(port) = metrics_port_in(&self.log_text()) {
+                return Ok(port);
+            }
+            if Instant::now() > deadline {
+                return Err(std::io::Error::other(format!(
+                    "no `metrics listening` line in {}",
+                    self.log.display()
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
     /// `GET /metrics` over HTTPS with `token`, the certificate not verified (the process's
     /// own self-signed one unless its arguments named a directory): (status code, body).
     pub fn metrics_get(&self, token: &str) -> std::io::Result<(u16, String)> {
-        crate::metrics::scrape(self.metrics, Some(token), None)
+        crate::metrics::scrape(self.metrics_port()?, Some(token), None)
     }
 
     /// Resident set size in KiB (from /proc).
@@ -260,4 +289,21 @@ pub fn lvms_bin_near(exe: &Path) -> Option<PathBuf> {
         dir = dir.parent()?;
     }
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::metrics_port_in;
+
+    #[test]
+    fn the_metrics_port_is_read_from_the_last_listening_line_in_either_format() {
+        let text = "x\n2026 INFO lvms::runtime::metrics_server: metrics listening (https, TokenReview + SubjectAccessReview) addr=127.0.0.1:44425\n";
+        assert_eq!(metrics_port_in(text), Some(44425));
+        let json = r#"{"fields":{"message":"metrics listening (https)","addr":"127.0.0.1:39001"}}"#;
+        assert_eq!(metrics_port_in(json), Some(39001));
+        assert_eq!(
+            metrics_port_in("diagnostics listening addr=127.0.0.1:1"),
+            None
+        );
+    }
 }
