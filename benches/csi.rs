@@ -32,7 +32,7 @@ use k8s_openapi::api::storage::v1::CSINode;
 use kube::Client;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use lvms::api::LVMCluster;
-use lvms_testkit::bench::{Result, env_list, lvms_bin, main_with, target_dir, wait_ready};
+use lvms_testkit::bench::{Result, env_list, lvms_bin, main_with, publish, wait_ready};
 use lvms_testkit::dev::csi_peers::Sidecar;
 use lvms_testkit::dev::operator::{
     NO_DM_LVM_CONFIG, OperatorOptions, OperatorProcess, VgManagerOptions,
@@ -271,10 +271,7 @@ async fn bench() -> Result<()> {
         100.0 * split.took.saturating_sub(split.host).as_secs_f64()
             / split.took.as_secs_f64().max(1e-9)
     );
-    println!("\n{out}");
-    let path = target_dir().join("bench-csi.md");
-    std::fs::write(&path, &out)?;
-    println!("written to {}", path.display());
+    publish("csi", &out)?;
     drop(cp);
     drop(disk);
     Ok(())

@@ -32,7 +32,7 @@ use lvms_actors::{
 use lvms_journal::{
     Done, Intent, Journal, JournalConfig, ObjectRef, OutcomeResult, Record, Trace, codec,
 };
-use lvms_testkit::bench::{Result, env_list, lvms_bin, main_with, target_dir};
+use lvms_testkit::bench::{Result, env_list, lvms_bin, main_with, publish};
 use ractor::Actor;
 
 fn main() {
@@ -431,10 +431,7 @@ async fn bench() -> Result<()> {
         lvms_journal::dir_bytes(&big) as f64 / total
     )?;
 
-    println!("\n{md}");
-    let report = target_dir().join("bench-journal.md");
-    std::fs::write(&report, &md)?;
-    println!("written to {}", report.display());
+    publish("journal", &md)?;
     let _ = std::fs::remove_dir_all(&work);
     Ok(())
 }

@@ -54,7 +54,7 @@ use lvms_testkit::bench::phases::{
     self, CLUSTER, TIMEOUT, Teardown, create_nodes, median, mib, proc_status_kib, watch_until,
 };
 use lvms_testkit::bench::{
-    Result, control_plane, env_list, lvms_bin, main_with, target_dir, wait_ready,
+    Result, control_plane, env_list, lvms_bin, main_with, publish, wait_ready,
 };
 use lvms_testkit::dev::Lifetime;
 use lvms_testkit::dev::operator::{OperatorOptions, OperatorProcess, cpu_ticks_of};
@@ -308,10 +308,7 @@ async fn bench() -> Result<()> {
     if modes.len() > 1 {
         report.push_str(&render_tracing_overhead(&rows));
     }
-    println!("\n{report}");
-    let out = target_dir().join("bench-operator.md");
-    std::fs::write(&out, &report)?;
-    println!("written to {}", out.display());
+    publish("operator", &report)?;
     Ok(())
 }
 

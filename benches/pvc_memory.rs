@@ -21,7 +21,7 @@ use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use kube::api::{Api, ListParams, PostParams};
 use lvms_testkit::bench::phases::{mib, proc_status_kib};
 use lvms_testkit::bench::{
-    Result, control_plane, env_list, lvms_bin, main_with, target_dir, wait_ready,
+    Result, control_plane, env_list, lvms_bin, main_with, publish, wait_ready,
 };
 use lvms_testkit::dev::operator::{OperatorOptions, OperatorProcess};
 use serde_json::json;
@@ -96,7 +96,7 @@ async fn bench() -> Result<()> {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let after_kib = rss()?;
-    let served: usize = api.list(&ListParams::default().limit(500)).await.map(|l| {
+    let served: usize = api.list(&ListParams::default().limit(1)).await.map(|l| {
         l.items
             .first()
             .map_or(0, |c| serde_json::to_vec(c).map_or(0, |v| v.len()))
@@ -125,10 +125,7 @@ async fn bench() -> Result<()> {
         created_in.as_secs_f64(),
         std::thread::available_parallelism().map_or(0, |n| n.get()),
     );
-    println!("\n{report}");
-    let out = target_dir().join("bench-pvc-memory.md");
-    std::fs::write(&out, &report)?;
-    println!("written to {}", out.display());
+    publish("pvc-memory", &report)?;
     drop(op);
     drop(cp);
     let _ = std::fs::remove_dir_all(&dir);

@@ -41,7 +41,7 @@ use std::time::{Duration, Instant};
 use lvms_testkit::bench::phases::{
     self, Measured, TIMEOUT, create_nodes, median, mib, proc_status_kib,
 };
-use lvms_testkit::bench::{Result, control_plane, env_list, lvms_bin, main_with, target_dir};
+use lvms_testkit::bench::{Result, control_plane, env_list, lvms_bin, main_with, publish};
 use lvms_testkit::dev::operator::{OperatorOptions, OperatorProcess, cpu_ticks_of};
 use lvms_testkit::lvms_go::{self, LvmsGo};
 use lvms_testkit::process::tail;
@@ -192,10 +192,7 @@ async fn bench() -> Result<()> {
         }
     }
     let report = render(&runs);
-    println!("\n{report}");
-    let out = target_dir().join("bench-versus.md");
-    std::fs::write(&out, &report)?;
-    println!("written to {}", out.display());
+    publish("versus", &report)?;
     Ok(())
 }
 

@@ -32,7 +32,7 @@ use kube::Client;
 use kube::api::{Api, PostParams};
 use lvms::api::{LVMVolumeGroup, LVMVolumeGroupNodeStatus, VGStatusType};
 use lvms_testkit::bench::{
-    Result, control_plane, env_list, lvms_bin, main_with, target_dir, wait_ready,
+    Result, control_plane, env_list, lvms_bin, main_with, publish, wait_ready,
 };
 use lvms_testkit::dev::ControlPlane;
 use lvms_testkit::dev::operator::{NO_DM_LVM_CONFIG, OperatorProcess, VgManagerOptions};
@@ -113,10 +113,7 @@ async fn bench() -> Result<()> {
         rows.push((n, samples[samples.len() / 2]));
     }
     let report = render(&rows, repeat);
-    println!("\n{report}");
-    let out = target_dir().join("bench-vgmanager.md");
-    std::fs::write(&out, &report)?;
-    println!("written to {}", out.display());
+    publish("vgmanager", &report)?;
     drop(cp);
     let _ = std::fs::remove_dir_all(&work);
     Ok(())

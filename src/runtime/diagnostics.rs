@@ -2,12 +2,13 @@
 //! as kubelet's probes need them. `/metrics` is served apart, over TLS to authorized clients
 //! only (`metrics_server`).
 
+use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
 use tracing::{debug, info};
 
 /// Answers `/readyz` (or `/healthz`): `Ok` when ready (alive), else why not.
@@ -110,30 +111,50 @@ pub(crate) async fn read_head<S: AsyncRead + Unpin>(
     }
 }
 
+/// Accepts connections until aborted, each handled by `handle` in a task of its own, at most
+/// `limits.max_connections` at once (more are closed at once, unanswered), so a client that
+/// opens many cannot starve the others. Shared by the diagnostics and the metrics servers.
+pub(crate) async fn serve_connections<F, Fut>(
+    listener: TcpListener,
+    limits: Limits,
+    what: &'static str,
+    handle: F,
+) where
+    F: Fn(TcpStream, SocketAddr) -> Fut,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    let slots = Arc::new(tokio::sync::Semaphore::new(limits.max_connections));
+    loop {
+        let (sock, peer) = match listener.accept().await {
+            Ok(c) => c,
+            Err(e) => {
+                // Out of descriptors, most likely: pause instead of spinning on the error.
+                debug!(error = %e, "{what} accept failed");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let Ok(slot) = slots.clone().try_acquire_owned() else {
+            debug!(%peer, "{what} connection refused: too many open");
+            continue;
+        };
+        let served = handle(sock, peer);
+        tokio::spawn(async move {
+            let _slot = slot;
+            served.await;
+        });
+    }
+}
+
 pub async fn serve_with(
     listener: TcpListener,
     live: ReadyCheck,
     ready: ReadyCheck,
     limits: Limits,
 ) {
-    let slots = Arc::new(tokio::sync::Semaphore::new(limits.max_connections));
-    loop {
-        let (mut sock, peer) = match listener.accept().await {
-            Ok(c) => c,
-            Err(e) => {
-                // Out of descriptors, most likely: pause instead of spinning on the error.
-                debug!(error = %e, "diagnostics accept failed");
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                continue;
-            }
-        };
-        let Ok(slot) = slots.clone().try_acquire_owned() else {
-            debug!(%peer, "diagnostics connection refused: too many open");
-            continue;
-        };
+    serve_connections(listener, limits, "diagnostics", |mut sock, peer| {
         let (live, ready) = (live.clone(), ready.clone());
-        tokio::spawn(async move {
-            let _slot = slot;
+        async move {
             let Some(buf) = read_head(&mut sock, limits, peer).await else {
                 return;
             };
@@ -145,8 +166,9 @@ pub async fn serve_with(
                 sock.write_all(route(line, &live, &ready).as_bytes()),
             )
             .await;
-        });
-    }
+        }
+    })
+    .await
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@
 //! ClusterRole grants it (`lvms-metrics-reader`). Answers are cached briefly: a scraper
 //! every 30 s costs two API requests a minute at most, not two a scrape.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -59,10 +59,7 @@ pub fn access_review(user: &UserInfo, path: &str) -> SubjectAccessReview {
             user: user.username.clone(),
             uid: user.uid.clone(),
             groups: user.groups.clone(),
-            extra: user
-                .extra
-                .clone()
-                .map(|e| e.into_iter().collect::<BTreeMap<_, _>>()),
+            extra: user.extra.clone(),
             non_resource_attributes: Some(NonResourceAttributes {
                 path: Some(path.to_string()),
                 verb: Some("get".to_string()),

@@ -13,7 +13,7 @@ use tokio::task::JoinHandle;
 use tokio_rustls::TlsAcceptor;
 use tracing::{debug, info, warn};
 
-use super::diagnostics::{Limits, read_head, typed_response};
+use super::diagnostics::{Limits, read_head, serve_connections, typed_response};
 use super::metrics_auth::{AuthError, Authorizer, Verdict, bearer};
 use super::serving_cert::{Resolver, server_config};
 use crate::telemetry::metrics::{CONTENT_TYPE, MetricsText};
@@ -97,24 +97,10 @@ async fn serve(
     metrics: MetricsText,
     limits: Limits,
 ) {
-    let slots = Arc::new(tokio::sync::Semaphore::new(limits.max_connections));
-    loop {
-        let (sock, peer) = match listener.accept().await {
-            Ok(c) => c,
-            Err(e) => {
-                debug!(error = %e, "metrics accept failed");
-                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-                continue;
-            }
-        };
-        let Ok(slot) = slots.clone().try_acquire_owned() else {
-            debug!(%peer, "metrics connection refused: too many open");
-            continue;
-        };
+    serve_connections(listener, limits, "metrics", |sock, peer| {
         let (acceptor, authorizer, metrics) =
             (acceptor.clone(), authorizer.clone(), metrics.clone());
-        tokio::spawn(async move {
-            let _slot = slot;
+        async move {
             let mut tls =
                 match tokio::time::timeout(limits.read_timeout, acceptor.accept(sock)).await {
                     Ok(Ok(s)) => s,
@@ -151,8 +137,9 @@ async fn serve(
                 tls.shutdown().await
             })
             .await;
-        });
-    }
+        }
+    })
+    .await
 }
 
 #[cfg(test)]

@@ -122,7 +122,7 @@ impl ResolvesServerCert for Resolver {
     }
 }
 
-/// TLS 1.2 and 1.3 (Prometheus and busybox's wget both speak 1.2), ring as kube's client.
+/// TLS 1.2 and 1.3 (scrapers still speak 1.2), ring as kube's client.
 pub fn server_config(resolver: Arc<Resolver>) -> Result<rustls::ServerConfig, rustls::Error> {
     let mut cfg = rustls::ServerConfig::builder_with_provider(Arc::new(
         rustls::crypto::ring::default_provider(),

@@ -67,6 +67,15 @@ pub fn target_dir() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("target"))
 }
 
+/// Prints a benchmark's report and writes it to `<target>/bench-<name>.md`.
+pub fn publish(name: &str, report: &str) -> Result<()> {
+    println!("\n{report}");
+    let out = target_dir().join(format!("bench-{name}.md"));
+    std::fs::write(&out, report)?;
+    println!("written to {}", out.display());
+    Ok(())
+}
+
 /// etcd + kube-apiserver in `dir` (no kube-controller-manager: nothing but the processes
 /// measured and the bench talk to the API server), lvms CRDs installed, `namespace` created.
 pub async fn control_plane(
