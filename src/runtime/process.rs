@@ -53,6 +53,54 @@ pub enum Exit {
     SupervisorDied,
 }
 
+/// Open the process's journal. A store that cannot be opened crash-loops the process, so its
+/// error says where, what failed and what to do; sled panics on some damage, which is turned
+/// into the same error rather than a bare panic message.
+pub fn open_journal(path: &Path, cfg: JournalConfig) -> anyhow::Result<Journal> {
+    let opened = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        Journal::open_with(path, cfg)
+    }));
+    let e = match opened {
+        Ok(Ok(j)) => return Ok(j),
+        Ok(Err(e)) => e,
+        Err(panic) => {
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "a panic".into());
+            lvms_journal::JournalError::Store(lvms_journal::StoreError::new(
+                "opening sled database",
+                std::io::Error::other(what),
+            ))
+        }
+    };
+    anyhow::bail!(
+        "opening the journal at {}: {e}{}",
+        path.display(),
+        open_hint(&e, path)
+    )
+}
+
+/// What a user does about a journal that does not open (pure; tested).
+fn open_hint(e: &lvms_journal::JournalError, path: &Path) -> String {
+    use lvms_journal::JournalError as E;
+    match e {
+        E::Store(_) | E::Meta { .. } => format!(
+            ". The store is damaged and is not repaired in place: keep a copy for the \
+             post-mortem (`cp -a {p} {p}.damaged`, or `lvms must-gather`), check it with \
+             `lvms journal verify {p}.damaged`, then move {p} aside. lvms starts a new journal \
+             and observes the cluster and the node again; intents the old one left open are not \
+             replayed (docs/troubleshooting.md)",
+            p = path.display()
+        ),
+        E::NewerFormat { .. } => ". A newer lvms wrote it: run that release again (a \
+             downgrade cannot read it), or move the directory aside to start a new journal"
+            .into(),
+        _ => String::new(),
+    }
+}
+
 impl ProcessCore {
     /// Metrics (over TLS, `serving`), `/healthz` `/readyz` on `addr`, and the journal
     /// `dir/name`. `client` checks the metrics clients' tokens.
@@ -70,10 +118,7 @@ impl ProcessCore {
         std::fs::create_dir_all(journal_dir)
             .with_context(|| format!("--journal-dir {}", journal_dir.display()))?;
         let path = journal_dir.join(name);
-        let journal = Arc::new(
-            Journal::open_with(&path, journal_config)
-                .with_context(|| format!("opening the journal at {}", path.display()))?,
-        );
+        let journal = Arc::new(open_journal(&path, journal_config)?);
         metrics.watch_journal(&journal);
         // Served once the journal's gauges are there: a first scrape never lacks them.
         let metrics_task = super::metrics_server::start(serving, client, metrics.text()).await?;
@@ -194,5 +239,64 @@ impl ProcessCore {
     /// Stops every unit (each finishes its pass), flushes the journal, ends the diagnostics.
     pub async fn stop(self, tree: Supervision) {
         tree.stop(&self.journal).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_damaged_store_names_its_path_and_what_to_do() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("vg-manager");
+        drop(Journal::open(&path).unwrap());
+        // sled's `conf` (the store's segment size and format, checked at every open) damaged.
+        let conf = path.join("conf");
+        let mut bytes = std::fs::read(&conf).unwrap();
+        for b in bytes.iter_mut() {
+            *b ^= 0xa5;
+        }
+        std::fs::write(&conf, bytes).unwrap();
+        let Err(e) = open_journal(&path, JournalConfig::default()) else {
+            panic!("a damaged store opened");
+        };
+        let text = e.to_string();
+        for part in [
+            path.display().to_string().as_str(),
+            "journal store",
+            "lvms journal verify",
+            "move",
+            "not replayed",
+        ] {
+            assert!(text.contains(part), "{part:?} missing from: {text}");
+        }
+    }
+
+    #[test]
+    fn hints_fit_the_failure() {
+        use lvms_journal::JournalError as E;
+        let p = Path::new("/var/lib/lvms/journal/vg-manager");
+        let newer = open_hint(
+            &E::NewerFormat {
+                found: 9,
+                supported: 3,
+            },
+            p,
+        );
+        assert!(newer.contains("newer lvms"), "{newer}");
+        assert!(!newer.contains("damaged"), "{newer}");
+        let meta = open_hint(
+            &E::Meta {
+                key: "format",
+                reason: "empty value".into(),
+            },
+            p,
+        );
+        assert!(
+            meta.contains("/var/lib/lvms/journal/vg-manager.damaged"),
+            "{meta}"
+        );
+        assert_eq!(open_hint(&E::Poisoned, p), "");
     }
 }

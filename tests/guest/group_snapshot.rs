@@ -7,6 +7,8 @@
 //! Retain class keeps its members after the group is deleted, and vg-manager is SIGKILLed at
 //! each step of the group operation (hold, first member taken, before the release): every
 //! gate is thawed, both filesystems are writable, the retried group is whole and consistent.
+//! Last, a member's lvcreate that never returns: killed at vg-manager's deadline, the hold
+//! released (writes flow again), the group retried whole.
 
 use std::time::Duration;
 
@@ -42,7 +44,11 @@ const BATCH: usize = 5;
 /// and three kills took 27 min, ~50 s per group and ~150 s per kill on ~10 min of setup,
 /// Retain and teardown; this allows ~1.5 times that.
 pub fn budget() -> Duration {
-    Duration::from_secs(900 + 75 * rounds() as u64 + 240 * crashes().len() as u64)
+    Duration::from_secs(
+        900 + 75 * rounds() as u64
+            + 240 * crashes().len() as u64
+            + hang().map_or(0, |s| 240 + 2 * s),
+    )
 }
 /// Where vg-manager is killed during a group snapshot: after the hold (gates suspended), after
 /// the first member's snapshot (a partial group), before the release (all taken, still held).
@@ -69,6 +75,22 @@ fn crashes() -> Vec<(&'static str, &'static str)> {
             })
         })
         .collect()
+}
+/// The deadline (`--host-command-timeout`) of the step where a member's lvcreate never
+/// returns (`LVMS_GROUP_HANG`, seconds; `0` leaves the step out; 30 by default: lvm2 under
+/// emulation takes a few seconds, never near it).
+fn hang() -> Option<u64> {
+    match std::env::var("LVMS_GROUP_HANG") {
+        Err(_) => Some(30),
+        Ok(v) => match v.trim().parse::<u64>() {
+            Ok(0) => None,
+            Ok(s) => Some(s),
+            Err(_) => panic!("LVMS_GROUP_HANG: {v:?} is not a number of seconds (0: no hang step)"),
+        },
+    }
+}
+fn hangs() -> usize {
+    usize::from(hang().is_some())
 }
 const WAL_SIZE: &str = "64Mi";
 
@@ -372,6 +394,18 @@ fn host(h: HostCtx<'_>) -> futures::future::BoxFuture<'_, ()> {
                 .expect("delete group snapshot");
         }
 
+        if hang().is_some() {
+            h.guest.mark("armed-hang").await;
+            let (_, members) = take(&a, "chang".to_string(), &delete_class, &peers).await;
+            restore(&h, &a, "chang", &members).await;
+            h.guest.mark("hung-hang").await;
+            delete_restores(&a, "chang").await;
+            a.groups
+                .delete("chang", &DeleteParams::default())
+                .await
+                .expect("delete group snapshot");
+        }
+
         // Deletion policy Retain: the group's volumes outlive the VolumeGroupSnapshot.
         let (kept, _) = take(&a, "keep".to_string(), &retain_class, &peers).await;
         a.groups
@@ -538,6 +572,7 @@ pub async fn group_snapshots_are_consistent_follow_their_policy_and_survive_kill
         ("ROUNDS", rounds().to_string()),
         ("BATCH", BATCH.to_string()),
         ("CRASHES", kills.join(" ")),
+        ("HANG", hang().map(|s| s.to_string()).unwrap_or_default()),
     ];
     let r = run_thin_csi(ctx, "group-snapshot", &vg, ("grp0", 1024), GUEST, env, host).await;
     let out = &r.out;
@@ -562,14 +597,14 @@ pub async fn group_snapshots_are_consistent_follow_their_policy_and_survive_kill
         .lines()
         .count();
     assert!(
-        skipped <= crashes().len(),
-        "only a kill's group may need its log replayed before it is read: {skipped} skipped"
+        skipped <= crashes().len() + hangs(),
+        "only a kill's (or the hang's) group may need its log replayed before it is read: {skipped} skipped"
     );
     assert_eq!(
         (of("group:") + skipped, of("restore:")),
         (
-            rounds() + crashes().len(),
-            rounds() / BATCH + crashes().len()
+            rounds() + crashes().len() + hangs(),
+            rounds() / BATCH + crashes().len() + hangs()
         ),
         "every group read on the node, one per batch and each kill's restored into claims: {lines}"
     );
@@ -593,6 +628,32 @@ pub async fn group_snapshots_are_consistent_follow_their_policy_and_survive_kill
         );
         assert_eq!(out.read(&format!("writable-{k}")).trim(), "ok");
     }
+    if let Some(deadline) = hang() {
+        let held = out.read("held-hang.txt");
+        assert_eq!(
+            held.matches("Suspended").count(),
+            2,
+            "the lvcreate that never returns hung under the hold: {held}"
+        );
+        let thawed: u64 = out
+            .read("thawed-after-hang")
+            .trim()
+            .parse()
+            .expect("seconds from the hang to the thaw");
+        assert!(
+            thawed + 3 >= deadline && thawed <= deadline + 60,
+            "the gates thawed {thawed} s after lvcreate hung, not at the {deadline} s deadline"
+        );
+        assert_eq!(out.read("writable-hang").trim(), "ok");
+        let timed_out = out.read("timed-out.log");
+        assert!(
+            timed_out.contains("lvcreate") && timed_out.contains("--host-command-timeout"),
+            "vg-manager says which command it killed at the deadline: {timed_out:?}"
+        );
+        println!(
+            "group-snapshot: a member's lvcreate hung under the hold; killed at the {deadline} s deadline, gates thawed {thawed} s after it hung, the group retried whole"
+        );
+    }
     assert_eq!(
         out.read("gates-after.txt").trim(),
         "",
@@ -615,11 +676,12 @@ pub async fn group_snapshots_are_consistent_follow_their_policy_and_survive_kill
     let mut sorted = held_ms.clone();
     sorted.sort_unstable();
     println!(
-        "group-snapshot: {} pairs consistent ({} groups taken: {} under the writer + {} after kills; {} read on the node, {skipped} kill groups read only through their restores; {} restored pairs), {} records written, hold (ms) min {} median {} max {}",
+        "group-snapshot: {} pairs consistent ({} groups taken: {} under the writer + {} after kills + {} after a hung lvcreate; {} read on the node, {skipped} read only through their restores; {} restored pairs), {} records written, hold (ms) min {} median {} max {}",
         results.len(),
-        rounds() + crashes().len(),
+        rounds() + crashes().len() + hangs(),
         rounds(),
         crashes().len(),
+        hangs(),
         of("group:"),
         of("restore:"),
         records.trim(),
@@ -636,7 +698,7 @@ pub async fn group_snapshots_are_consistent_follow_their_policy_and_survive_kill
             .count()
     };
     assert!(
-        count("hold-gates", "VolumeGroupSnapshot") >= rounds() + crashes().len(),
+        count("hold-gates", "VolumeGroupSnapshot") >= rounds() + crashes().len() + 2 * hangs(),
         "a hold per group taken: {}",
         count("hold-gates", "VolumeGroupSnapshot")
     );
@@ -648,7 +710,7 @@ pub async fn group_snapshots_are_consistent_follow_their_policy_and_survive_kill
     assert!(j.open_intents().expect("open intents").is_empty());
     let traced = one_trace_per_group(&j);
     assert!(
-        traced >= rounds() + crashes().len(),
+        traced >= rounds() + crashes().len() + hangs(),
         "every group taken is traced: {traced}"
     );
     println!(

@@ -5,13 +5,16 @@
 # them and the batch's last group restored into claims (a line per pair in rounds.txt), and
 # marks `checked-N`. Then, per kill in CRASHES: vg-manager restarted with LVMS_CRASH_AT set,
 # `armed-K` marked, its SIGKILL waited for, the gates it held recorded, a new life, every gate
-# thawed, both filesystems writable, the retried group read, `crashed-K` marked. Stops the
+# thawed, both filesystems writable, the retried group read, `crashed-K` marked. With HANG, a
+# member's lvcreate that never returns, killed at the deadline (`armed-hang`, `hung-hang`; see
+# below). Stops the
 # writer, unpublishes, marks `checked` and waits until the host has deleted the volumes.
 #
 # Variables:
 #   ROUNDS, BATCH  how many group snapshots the host takes, in batches of how many
 #                  (group_snapshot.rs exports them)
 #   CRASHES        the kills, `name=crash-point` separated by blanks (group_snapshot.rs's)
+#   HANG           --host-command-timeout (seconds) of the hung-lvcreate step; empty: none
 #   NS, VG, VGM, vgm (node.sh's), JOB, GUEST_OUT
 # Functions:     start, fail, watch, unwatch (node.sh's)
 # vgm is the pid node.sh's start sets:
@@ -115,6 +118,49 @@ for c in $CRASHES; do
   check "c$k"
   echo "LVMS-JOB-MARK $JOB crashed-$k" >/dev/console
 done
+# A member's lvcreate that never returns (HANG: the deadline in seconds; empty: not tried).
+# vg-manager's host commands run through a wrapper (its --host-command-prefix, as nsenter is on
+# a node) that runs each as it is, except that the first lvcreate under a hold
+# (`ignore_suspended_devices`) after /tmp/hang-once appears becomes a sleep that never ends.
+# The deadline kills it, the hold is released (the gates thawed), and the retried group is
+# taken whole once lvcreate answers again.
+if [ -n "${HANG:-}" ]; then
+  kill "$vgm"; wait "$vgm" 2>/dev/null
+  mkdir -p /tmp/hang-bin
+  cat >/tmp/hang-bin/hang <<'EOF'
+#!/bin/sh
+case "$*" in *lvcreate*ignore_suspended_devices*)
+  if rm /tmp/hang-once 2>/dev/null; then date +%s >/tmp/hung; exec sleep 100000; fi ;;
+esac
+exec "$@"
+EOF
+  chmod +x /tmp/hang-bin/hang
+  touch /tmp/hang-once
+  HOST_PREFIX=/tmp/hang-bin/hang VGM_ARGS="--host-command-timeout ${HANG}s" start
+  echo "LVMS-JOB-MARK $JOB armed-hang" >/dev/console
+  i=0
+  until [ -e /tmp/hung ]; do
+    i=$((i+1)); [ $i -gt 1200 ] && fail "no lvcreate under a hold ran within 600 s" 46; sleep 0.5
+  done
+  sleep 2
+  gates >"$GUEST_OUT/held-hang.txt"
+  i=0
+  while gates | grep -q Suspended; do
+    i=$((i+1)); [ $i -gt $((HANG * 2 + 240)) ] && fail "a gate stayed suspended past the deadline" 47; sleep 0.5
+  done
+  echo $(($(date +%s) - $(cat /tmp/hung))) >"$GUEST_OUT/thawed-after-hang"
+  for v in data wal; do
+    timeout 60 sh -c "echo hang >$M/$v/after-hang && sync $M/$v/after-hang" || fail "$v not writable after the deadline" 48
+  done
+  echo ok >"$GUEST_OUT/writable-hang"
+  check_groups $((ngroups + 1))
+  check chang
+  grep 'did not finish within' "$GUEST_OUT/vg-manager.log" >"$GUEST_OUT/timed-out.log" || true
+  # The rest of the run with the real lvcreate and no deadline of the test's.
+  kill "$vgm"; wait "$vgm" 2>/dev/null
+  start
+  echo "LVMS-JOB-MARK $JOB hung-hang" >/dev/console
+fi
 touch /tmp/group-stop; wait $writer
 for v in data wal; do call unpublish unpublish --claim "$NS/$v" --target $M/$v; done
 gates >"$GUEST_OUT/gates-after.txt"

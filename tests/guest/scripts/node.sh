@@ -24,8 +24,8 @@
 #   prepare      run before vg-manager starts (e.g. a device-mapper child to wipe)
 #   after_ready  run once the class is Ready and recorded, before the teardown mark
 # For those two this file sets VGM (the scenario's vg-manager directory), DIAG (its probe
-# address) and vgm (the running vg-manager's pid), and defines start, fail, scrape, watch and
-# unwatch.
+# address) and vgm (the running vg-manager's pid), and defines start (VGM_ARGS, HOST_PREFIX:
+# more flags and a command wrapper for that life), fail, scrape, watch and unwatch.
 set -u
 modprobe dm-thin-pool
 VGM=/run/vgm-$JOB DIAG=127.0.0.1:$DIAG_PORT METRICS=127.0.0.1:$METRICS_PORT
@@ -35,12 +35,15 @@ export METRICS_TOKEN
 scrape() { /work/lvms-dev scrape --port "$METRICS_PORT" >"$1" 2>>"$GUEST_OUT/scrape.log"; }
 mkdir -p "$VGM"
 prepare
+# VGM_ARGS: more flags for this life, split on blanks (e.g. a --host-command-timeout);
+# HOST_PREFIX: its --host-command-prefix (a wrapper every host command runs through).
+# shellcheck disable=SC2086
 start() {
   KUBECONFIG=/work/kubeconfig RUST_LOG=info /work/lvms vg-manager --node-name "$NODE" \
-    --namespace "$NS" --host-command-prefix "" --lvmd-config "$VGM/lvmd.yaml" \
+    --namespace "$NS" --host-command-prefix "${HOST_PREFIX:-}" --lvmd-config "$VGM/lvmd.yaml" \
     --journal-dir "$VGM/journal" --lock-file "$VGM/lock" \
     --diagnostics-addr "$DIAG" --metrics-addr "$METRICS" --debounce-ms 20 --csi-node-socket "$VGM/csi.sock" \
-    --registration-dir off \
+    --registration-dir off ${VGM_ARGS:-} \
     >>"$GUEST_OUT/vg-manager.log" 2>&1 &
   vgm=$!
 }
