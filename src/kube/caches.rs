@@ -292,10 +292,39 @@ fn watch_failed(source: Kind, e: &dyn std::fmt::Display) {
         .lock()
         .map(|mut m| m.insert(format!("{source:?}"), text.clone()).is_none())
         .unwrap_or(false);
-    if first && text.contains("forbidden") {
-        tracing::error!(?source, error = %text, "watch refused: the ServiceAccount lacks list/watch on this resource (see deploy/rbac)");
+    // Said once per failing spell (a watch that recovers and fails again says it again); the
+    // retries are debug. A cache that never syncs must not be silent in the log.
+    match (first, watch_hint(&text)) {
+        (true, WatchHint::Rbac) => {
+            tracing::error!(?source, error = %text, "watch refused: the ServiceAccount lacks list/watch on this resource (see deploy/rbac)")
+        }
+        (true, WatchHint::OldCrd) => {
+            tracing::error!(?source, error = %text, "watch refused: this resource's CRD predates lvms (no selectable field; Helm does not upgrade CRDs): apply deploy/helm/lvms/crds (docs/migrate-from-lvms.md)")
+        }
+        (true, WatchHint::Other) => {
+            tracing::warn!(?source, error = %text, "watch failing (retrying with backoff); the caches do not sync until it works")
+        }
+        (false, _) => debug!(?source, error = %text, "watch error (retrying with backoff)"),
+    }
+}
+
+/// What a failing watch's error points at (pure; tested).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum WatchHint {
+    /// The ServiceAccount may not list or watch it.
+    Rbac,
+    /// A field selector the stored CRD does not declare selectable (an older CRD left in place).
+    OldCrd,
+    Other,
+}
+
+fn watch_hint(error: &str) -> WatchHint {
+    if error.contains("forbidden") {
+        WatchHint::Rbac
+    } else if error.contains("field label not supported") {
+        WatchHint::OldCrd
     } else {
-        debug!(?source, error = %text, "watch error (retrying with backoff)");
+        WatchHint::Other
     }
 }
 
@@ -581,6 +610,24 @@ impl Caches {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_failing_watch_names_its_cause() {
+        use super::{WatchHint, watch_hint};
+        // The API server's words for a field selector an old CRD does not declare (seen when
+        // lvms's vg-manager met LVMS 4.20's logicalvolumes.topolvm.io CRD after a swap).
+        assert_eq!(
+            watch_hint(
+                "failed to perform initial object list: ApiError: field label not supported: spec.nodeName: BadRequest"
+            ),
+            WatchHint::OldCrd
+        );
+        assert_eq!(
+            watch_hint("ApiError: logicalvolumes.topolvm.io is forbidden: User \"system:serviceaccount:x:vg-manager\" cannot list"),
+            WatchHint::Rbac
+        );
+        assert_eq!(watch_hint("error trying to connect: connection refused"), WatchHint::Other);
+    }
+
     #[test]
     fn a_claim_keeps_only_what_the_helpers_read() {
         use k8s_openapi::api::core::v1::PersistentVolumeClaim;
