@@ -622,10 +622,15 @@ mod tests {
             WatchHint::OldCrd
         );
         assert_eq!(
-            watch_hint("ApiError: logicalvolumes.topolvm.io is forbidden: User \"system:serviceaccount:x:vg-manager\" cannot list"),
+            watch_hint(
+                "ApiError: logicalvolumes.topolvm.io is forbidden: User \"system:serviceaccount:x:vg-manager\" cannot list"
+            ),
             WatchHint::Rbac
         );
-        assert_eq!(watch_hint("error trying to connect: connection refused"), WatchHint::Other);
+        assert_eq!(
+            watch_hint("error trying to connect: connection refused"),
+            WatchHint::Other
+        );
     }
 
     #[test]
