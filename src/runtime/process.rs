@@ -53,6 +53,14 @@ pub enum Exit {
     SupervisorDied,
 }
 
+/// The message a panic carried (`panic!` with a literal or with a format), if it carried one.
+pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> Option<String> {
+    payload
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
+}
+
 /// Open the process's journal. A store that cannot be opened crash-loops the process, so its
 /// error says where, what failed and what to do; sled panics on some damage, which is turned
 /// into the same error rather than a bare panic message.
@@ -64,11 +72,7 @@ pub fn open_journal(path: &Path, cfg: JournalConfig) -> anyhow::Result<Journal> 
         Ok(Ok(j)) => return Ok(j),
         Ok(Err(e)) => e,
         Err(panic) => {
-            let what = panic
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| panic.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "a panic".into());
+            let what = panic_message(panic.as_ref()).unwrap_or_else(|| "a panic".into());
             lvms_journal::JournalError::Store(lvms_journal::StoreError::new(
                 "opening sled database",
                 std::io::Error::other(what),
@@ -271,6 +275,20 @@ mod tests {
         ] {
             assert!(text.contains(part), "{part:?} missing from: {text}");
         }
+    }
+
+    #[test]
+    fn a_panic_says_what_it_carried() {
+        let literal = std::panic::catch_unwind(|| panic!("plain")).unwrap_err();
+        assert_eq!(panic_message(literal.as_ref()).as_deref(), Some("plain"));
+        let n = 7;
+        let formatted = std::panic::catch_unwind(|| panic!("record {n}")).unwrap_err();
+        assert_eq!(
+            panic_message(formatted.as_ref()).as_deref(),
+            Some("record 7")
+        );
+        let other = std::panic::catch_unwind(|| std::panic::panic_any(3_u8)).unwrap_err();
+        assert_eq!(panic_message(other.as_ref()), None);
     }
 
     #[test]

@@ -70,9 +70,7 @@ impl ThickNode {
         ))
         .await;
         if let Err(p) = ready {
-            let why = p
-                .downcast_ref::<String>()
-                .cloned()
+            let why = lvms::runtime::process::panic_message(p.as_ref())
                 .unwrap_or_else(|| "panicked".into());
             let tail = |t: String| lvms_testkit::process::tail(&t, 30);
             panic!(

@@ -93,11 +93,7 @@ pub async fn run_group(
         .into_iter()
         .map(|(name, r)| {
             let r = r.map_err(|payload| {
-                payload
-                    .downcast_ref::<String>()
-                    .cloned()
-                    .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
-                    .unwrap_or_default()
+                lvms::runtime::process::panic_message(payload.as_ref()).unwrap_or_default()
             });
             (name, r)
         })

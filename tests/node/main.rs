@@ -197,9 +197,7 @@ fn main() -> ExitCode {
                         .catch_unwind()
                         .await
                         .map_err(|p| {
-                            p.downcast_ref::<String>()
-                                .cloned()
-                                .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                            lvms::runtime::process::panic_message(p.as_ref())
                                 .unwrap_or_else(|| "panicked".into())
                         }),
                 };
