@@ -37,8 +37,9 @@ pub const LVMDEVICES_PV_NOT_FOUND_EXIT: i32 = 5;
 /// Columns of the `lvs` report: LVMS `DefaultListLVColumns` plus `data_percent` for the
 /// thin-pool metrics.
 pub const LVS_COLUMNS: &str = "lv_name,vg_name,pool_lv,lv_attr,lv_size,metadata_percent,chunk_size,lv_metadata_size,sync_percent,lv_health_status,lv_layout,raid_sync_action,data_percent,thin_id";
-/// Columns of the `vgs` report (LVMS `ListVGs`).
-pub const VGS_COLUMNS: &str = "vg_name,vg_size,vg_tags";
+/// Columns of the `vgs` report: LVMS `ListVGs`'s, plus the free space and extent size a thin
+/// pool's extension is sized from (`thin::pool_extend_to`).
+pub const VGS_COLUMNS: &str = "vg_name,vg_size,vg_free,vg_extent_size,vg_tags";
 
 #[derive(Debug, Error, PartialEq, Eq)]
 pub enum CommandError {
@@ -57,6 +58,8 @@ pub enum CommandError {
     SizePercent { command: &'static str, got: i32 },
     #[error("{command}: metadata size must be greater than 0 bytes")]
     MetadataSize { command: &'static str },
+    #[error("{command}: a thin pool's size must be greater than 0 bytes")]
+    PoolSize { command: &'static str },
 }
 
 pub(crate) fn argv<I, S>(program: &str, args: I) -> Vec<String>
@@ -203,7 +206,7 @@ pub fn pvs(vg: Option<&str>) -> Vec<String> {
     a
 }
 
-/// `vgs -o vg_name,vg_size,vg_tags --units b --nosuffix --reportformat json [@lvms]`
+/// `vgs -o vg_name,vg_size,vg_free,vg_extent_size,vg_tags --units b --nosuffix --reportformat json [@lvms]`
 pub fn vgs(tagged_only: bool) -> Vec<String> {
     let mut a = argv(
         VGS,
@@ -300,18 +303,17 @@ pub fn lvcreate_thin_pool(
     Ok(a)
 }
 
-/// `lvextend -l <pct>%Vg <vg>/<pool>`
-pub fn lvextend_pool(vg: &str, pool: &str, size_percent: i32) -> Result<Vec<String>, CommandError> {
+/// `lvextend -L <bytes>b <vg>/<pool>`: the pool's data to that size (lvm2 rounds up to an extent).
+pub fn lvextend_pool(vg: &str, pool: &str, data_size: u64) -> Result<Vec<String>, CommandError> {
     let target = need_lv("lvextend", vg, pool)?;
-    if size_percent <= 0 {
-        return Err(CommandError::SizePercent {
+    if data_size == 0 {
+        return Err(CommandError::PoolSize {
             command: "lvextend",
-            got: size_percent,
         });
     }
     Ok(argv(
         LVEXTEND,
-        ["-l".into(), format!("{size_percent}%Vg"), target],
+        ["-L".into(), format!("{data_size}b"), target],
     ))
 }
 
@@ -464,7 +466,7 @@ mod tests {
         );
         assert_eq!(
             vgs(true).join(" "),
-            "/usr/sbin/vgs -o vg_name,vg_size,vg_tags --units b --nosuffix --reportformat json @lvms"
+            "/usr/sbin/vgs -o vg_name,vg_size,vg_free,vg_extent_size,vg_tags --units b --nosuffix --reportformat json @lvms"
         );
         assert_eq!(vgs(false).last().map(String::as_str), Some("json"));
         assert_eq!(
@@ -584,10 +586,13 @@ mod tests {
         );
         assert!(lvcreate_thin_pool("vg1", "", 90, None, None).is_err());
         assert_eq!(
-            lvextend_pool("vg1", "tp", 90).unwrap(),
-            s(&["/usr/sbin/lvextend", "-l", "90%Vg", "vg1/tp"])
+            lvextend_pool("vg1", "tp", 1_929_379_840).unwrap(),
+            s(&["/usr/sbin/lvextend", "-L", "1929379840b", "vg1/tp"])
         );
-        assert!(lvextend_pool("vg1", "tp", -1).is_err());
+        assert_eq!(
+            lvextend_pool("vg1", "tp", 0).unwrap_err().to_string(),
+            "lvextend: a thin pool's size must be greater than 0 bytes"
+        );
         assert_eq!(
             lvextend_pool_metadata("vg1", "tp", 2 << 30).unwrap(),
             s(&[

@@ -60,6 +60,8 @@ pub struct VolumeGroupRow {
     pub vg_size: Option<u64>,
     /// Only present when the command asked for `vg_free` (LVMS's does not).
     pub vg_free: Option<u64>,
+    /// Only present when the command asked for `vg_extent_size` (LVMS's does not).
+    pub vg_extent_size: Option<u64>,
     /// `vg_tags` split on commas, without the `@`.
     pub tags: Vec<String>,
 }
@@ -181,6 +183,8 @@ struct RawVg {
     #[serde(default)]
     vg_free: String,
     #[serde(default)]
+    vg_extent_size: String,
+    #[serde(default)]
     vg_tags: String,
 }
 
@@ -292,7 +296,7 @@ pub fn parse_pvs(json: &str) -> Result<Vec<PhysicalVolume>, ReportError> {
     Ok(out)
 }
 
-/// `vgs -o vg_name,vg_size[,vg_free],vg_tags --units b --nosuffix --reportformat json [@lvms]`.
+/// `vgs -o vg_name,vg_size[,vg_free,vg_extent_size],vg_tags --units b --nosuffix --reportformat json [@lvms]`.
 pub fn parse_vgs(json: &str) -> Result<Vec<VolumeGroupRow>, ReportError> {
     const C: &str = "vgs";
     let mut out = Vec::new();
@@ -302,6 +306,7 @@ pub fn parse_vgs(json: &str) -> Result<Vec<VolumeGroupRow>, ReportError> {
             out.push(VolumeGroupRow {
                 vg_size: bytes(C, &row, "vg_size", &r.vg_size)?,
                 vg_free: bytes(C, &row, "vg_free", &r.vg_free)?,
+                vg_extent_size: bytes(C, &row, "vg_extent_size", &r.vg_extent_size)?,
                 tags: r
                     .vg_tags
                     .split(',')

@@ -22,6 +22,10 @@ pub enum ThinError {
     LvSizeEmpty,
     #[error("VgSize is empty and cannot be used for extension")]
     VgSizeEmpty,
+    #[error(
+        "{0} is empty in the vgs report and a thin pool's extension is sized from it; check `vgs -o +{0}`"
+    )]
+    VgFigureEmpty(&'static str),
     #[error("could not parse lvattr to determine if thin pool exists: {0}")]
     LvAttr(String),
     #[error(
@@ -92,24 +96,85 @@ pub fn metadata_extend_to(
 )]
 pub struct MetadataSizeError;
 
+/// The VG's figures a pool is sized from (`vgs` in bytes).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct VgSpace {
+    pub size: Option<u64>,
+    pub free: Option<u64>,
+    pub extent_size: Option<u64>,
+}
+
+impl VgSpace {
+    pub fn of(row: Option<&crate::node::report::VolumeGroupRow>) -> Self {
+        row.map(|r| Self {
+            size: r.vg_size,
+            free: r.vg_free,
+            extent_size: r.vg_extent_size,
+        })
+        .unwrap_or_default()
+    }
+}
+
+/// The data size to extend a pool of `lv_size` bytes to, or None when it already has its
+/// share of the VG (LVMS's test, `pool_needs_extend`) or the VG has no whole extent free.
+///
+/// The target is `size_percent` of the VG rounded up to a whole extent, so the next look
+/// finds the pool up to date; it is capped by the VG's free extents, so the command never asks
+/// for more than there is. Not `lvextend -l <pct>%VG`, as LVMS runs it: lvm2 counts that in
+/// physical extents, the pool's metadata and spare included, so a pool whose data alone is
+/// below the percentage (LVMS makes them so, and lvm2 may move them there) is never extended
+/// by it, and the step would repeat on every pass.
+pub fn pool_extend_to(
+    size_percent: i32,
+    lv_size: Option<u64>,
+    space: VgSpace,
+) -> Result<Option<u64>, ThinError> {
+    if !pool_needs_extend(size_percent, lv_size, space.size)? {
+        return Ok(None);
+    }
+    // Both are Some and the VG non-empty: pool_needs_extend checked.
+    let (Some(lv), Some(vg)) = (lv_size, space.size) else {
+        return Ok(None);
+    };
+    let extent = space
+        .extent_size
+        .filter(|e| *e > 0)
+        .ok_or(ThinError::VgFigureEmpty("vg_extent_size"))?;
+    let free = space.free.ok_or(ThinError::VgFigureEmpty("vg_free"))?;
+    let pct = u128::from(size_percent.clamp(0, 100).unsigned_abs());
+    let want = (u128::from(vg) * pct)
+        .div_ceil(100)
+        .div_ceil(u128::from(extent))
+        * u128::from(extent);
+    let room = u128::from(lv) + u128::from(free) / u128::from(extent) * u128::from(extent);
+    let target = want.min(room);
+    Ok((target > u128::from(lv))
+        .then(|| u64::try_from(target).ok())
+        .flatten())
+}
+
 /// What to do about the thin pool after the VG was created or extended.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ThinPoolAction {
     /// `lvcreate -l <pct>%FREE -Z y -T ...`
     Create(Vec<String>),
-    /// `lvextend -l <pct>%Vg ...`
-    Extend(Vec<String>),
-    /// The pool exists and already has its share of the VG.
+    /// `lvextend -L <bytes>b ...`, from the pool's data size (`from`) to `to`.
+    Extend {
+        argv: Vec<String>,
+        from: u64,
+        to: u64,
+    },
+    /// The pool exists and already has its share of the VG, or the VG has no room left.
     UpToDate,
 }
 
 /// LVMS `addThinPoolToVG`: create the pool, or extend it when the VG grew. `lvs` is the report of
-/// this VG, `vg_size` its size from `vgs`.
+/// this VG, `space` its figures from `vgs`.
 pub fn plan_thin_pool(
     vg: &str,
     config: &ThinPoolConfig,
     lvs: &LvReport,
-    vg_size: Option<u64>,
+    space: VgSpace,
 ) -> Result<ThinPoolAction, ThinError> {
     let s = sizing(config)?;
     let Some(lv) = lvs.find(&config.name) else {
@@ -128,14 +193,16 @@ pub fn plan_thin_pool(
             lv_attr: lv.lv_attr.clone(),
         });
     }
-    if pool_needs_extend(s.size_percent, lv.lv_size, vg_size)? {
-        Ok(ThinPoolAction::Extend(commands::lvextend_pool(
-            vg,
-            &config.name,
-            s.size_percent,
-        )?))
-    } else {
-        Ok(ThinPoolAction::UpToDate)
+    match (
+        pool_extend_to(s.size_percent, lv.lv_size, space)?,
+        lv.lv_size,
+    ) {
+        (Some(to), Some(from)) => Ok(ThinPoolAction::Extend {
+            argv: commands::lvextend_pool(vg, &config.name, to)?,
+            from,
+            to,
+        }),
+        _ => Ok(ThinPoolAction::UpToDate),
     }
 }
 
@@ -218,12 +285,22 @@ mod tests {
         assert!(metadata_extend_to(Some(1), None).is_err());
     }
 
+    const MIB4: u64 = 4 << 20;
+
+    fn space(extents: u64, free_extents: u64) -> VgSpace {
+        VgSpace {
+            size: Some(extents * MIB4),
+            free: Some(free_extents * MIB4),
+            extent_size: Some(MIB4),
+        }
+    }
+
     #[test]
     fn create_when_missing_extend_when_vg_grew() {
         let empty = LvReport {
             reports: vec![vec![]],
         };
-        let a = plan_thin_pool("vg1", &cfg(), &empty, Some(100)).unwrap();
+        let a = plan_thin_pool("vg1", &cfg(), &empty, VgSpace::default()).unwrap();
         assert_eq!(
             a,
             ThinPoolAction::Create(
@@ -233,16 +310,108 @@ mod tests {
         );
 
         let lvs = parse_lvs(&crate::node::fixture("lvs_thin.json")).unwrap();
+        let vgs = |size: u64, free: u64| VgSpace {
+            size: Some(size),
+            free: Some(free),
+            extent_size: Some(MIB4),
+        };
         // Pool is 28948079575 bytes; in a 32 GB VG that is 90%: up to date.
         assert_eq!(
-            plan_thin_pool("vg1", &cfg(), &lvs, Some(32_164_532_861)).unwrap(),
+            plan_thin_pool("vg1", &cfg(), &lvs, vgs(32_164_532_861, 0)).unwrap(),
             ThinPoolAction::UpToDate
         );
-        // The VG doubled.
+        // The VG doubled: to 90% of it, rounded up to an extent.
+        let to = 57_896_159_150_u64.div_ceil(MIB4) * MIB4;
         assert_eq!(
-            plan_thin_pool("vg1", &cfg(), &lvs, Some(64_329_065_722)).unwrap(),
-            ThinPoolAction::Extend(commands::lvextend_pool("vg1", "thin-pool-1", 90).unwrap())
+            plan_thin_pool("vg1", &cfg(), &lvs, vgs(64_329_065_722, 32_164_532_861)).unwrap(),
+            ThinPoolAction::Extend {
+                argv: commands::lvextend_pool("vg1", "thin-pool-1", to).unwrap(),
+                from: 28_948_079_575,
+                to
+            }
         );
+        // A VG report without the figures the extension needs is an error, not a guess.
+        let e = plan_thin_pool(
+            "vg1",
+            &cfg(),
+            &lvs,
+            VgSpace {
+                size: Some(64_329_065_722),
+                ..VgSpace::default()
+            },
+        )
+        .unwrap_err();
+        assert_eq!(e, ThinError::VgFigureEmpty("vg_extent_size"));
+    }
+
+    /// The pool LVMS 4.20 left on a 2 GiB disk (VG of 511 extents of 4 MiB): 457 data extents
+    /// and 52 free. `-l 90%VG` counts the pool's metadata and spare, so it never grew it and the
+    /// step ran on every pass; the byte target takes it to 460 once, then it is up to date.
+    #[test]
+    fn a_pool_short_of_its_share_reaches_it_once() {
+        let pool = |extents: u64| LvReport {
+            reports: vec![vec![LogicalVolume {
+                lv_name: "thin-pool-1".into(),
+                lv_attr: "twi-a-tz--".into(),
+                lv_size: Some(extents * MIB4),
+                ..Default::default()
+            }]],
+        };
+        let a = plan_thin_pool("vg1", &cfg(), &pool(457), space(511, 52)).unwrap();
+        assert_eq!(
+            a,
+            ThinPoolAction::Extend {
+                argv: commands::lvextend_pool("vg1", "thin-pool-1", 460 * MIB4).unwrap(),
+                from: 457 * MIB4,
+                to: 460 * MIB4
+            }
+        );
+        // After it: 460/511 is 90.0%, nothing more to do.
+        assert_eq!(
+            plan_thin_pool("vg1", &cfg(), &pool(460), space(511, 49)).unwrap(),
+            ThinPoolAction::UpToDate
+        );
+        // Short of its share but the VG has less free than the gap: as far as there is room.
+        assert_eq!(
+            pool_extend_to(90, Some(457 * MIB4), space(511, 2)).unwrap(),
+            Some(459 * MIB4)
+        );
+        // No whole extent free: nothing to run (an lvextend would only fail).
+        assert_eq!(
+            plan_thin_pool("vg1", &cfg(), &pool(457), space(511, 0)).unwrap(),
+            ThinPoolAction::UpToDate
+        );
+        let part = VgSpace {
+            free: Some(MIB4 - 1),
+            ..space(511, 0)
+        };
+        assert_eq!(pool_extend_to(90, Some(457 * MIB4), part).unwrap(), None);
+    }
+
+    /// Whatever the VG, pool and percentage, an extension is planned only to a strictly larger
+    /// size within the VG's free space, and the size it plans is up to date by LVMS's test.
+    #[test]
+    fn extension_is_strictly_larger_and_converges() {
+        for extents in [1_u64, 2, 3, 10, 511, 512, 2559, 65_535] {
+            for pct in [1, 10, 33, 50, 89, 90, 99, 100] {
+                for used in [0, extents / 3, extents / 2, extents * 9 / 10, extents] {
+                    for free in [0, 1, extents / 10, extents] {
+                        let free = free.min(extents - used.min(extents));
+                        let sp = space(extents, free);
+                        let lv = Some(used * MIB4);
+                        let Some(to) = pool_extend_to(pct, lv, sp).unwrap() else {
+                            continue;
+                        };
+                        assert!(to > used * MIB4, "{extents} {pct} {used} {free}");
+                        assert!(to <= (used + free) * MIB4);
+                        assert_eq!(to % MIB4, 0);
+                        if to < (used + free) * MIB4 {
+                            assert!(!pool_needs_extend(pct, Some(to), sp.size).unwrap());
+                        }
+                    }
+                }
+            }
+        }
     }
 
     #[test]
@@ -255,7 +424,7 @@ mod tests {
             }]],
         };
         assert_eq!(
-            plan_thin_pool("vg1", &cfg(), &lvs, Some(1))
+            plan_thin_pool("vg1", &cfg(), &lvs, space(1, 0))
                 .unwrap_err()
                 .to_string(),
             "failed to create thin pool \"thin-pool-1\", logical volume with same name already exists, but cannot be extended as its not a thinpool (-wi-a-----)"

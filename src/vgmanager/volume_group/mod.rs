@@ -105,6 +105,20 @@ impl VolumeGroupUnit {
         argv: Vec<String>,
         event: Option<EventNote>,
     ) -> Result<(), UnitError> {
+        self.host_step_with(steps, action, argv, event, Vec::new())
+            .await
+    }
+
+    /// A host step whose outcome also records `facts` (sizes it was planned from, say), so a
+    /// post-mortem reads why it ran.
+    async fn host_step_with(
+        &self,
+        steps: &Steps,
+        action: A,
+        argv: Vec<String>,
+        event: Option<EventNote>,
+        facts: Vec<(&'static str, String)>,
+    ) -> Result<(), UnitError> {
         let spec = StepSpec::new(self.host_object(&self.vg), action).args(argv.clone());
         steps
             .run(spec, || async {
@@ -112,11 +126,15 @@ impl VolumeGroupUnit {
                     .exec(&argv, &[])
                     .await
                     .map_err(host_err(action.name()))?;
-                Ok(Done {
+                let mut done = Done {
                     event,
                     ..Done::default()
                 }
-                .with_fact("host_ms", out.took.as_millis().to_string()))
+                .with_fact("host_ms", out.took.as_millis().to_string());
+                for (k, v) in facts {
+                    done = done.with_fact(k, v);
+                }
+                Ok(done)
             })
             .await?;
         Ok(())

@@ -35,19 +35,26 @@ impl VolumeGroupUnit {
         };
         let lvs = self.read_lvs().await?;
         let vgs = self.read_vgs().await?;
-        let size = vgs
-            .iter()
-            .find(|v| v.vg_name == self.vg)
-            .and_then(|v| v.vg_size);
-        match thin::plan_thin_pool(&self.vg, tp, &lvs, size)
+        let space = thin::VgSpace::of(vgs.iter().find(|v| v.vg_name == self.vg));
+        match thin::plan_thin_pool(&self.vg, tp, &lvs, space)
             .map_err(|e| warn(EventReason::ThinPoolCreateOrExtendFailed, e.to_string()))?
         {
             thin::ThinPoolAction::Create(argv) => self
                 .host_step(steps, A::LvcreateThinPool, argv, None)
                 .await
                 .map_err(|e| warn(EventReason::ThinPoolCreateOrExtendFailed, e.message))?,
-            thin::ThinPoolAction::Extend(argv) => self
-                .host_step(steps, A::LvextendThinPool, argv, None)
+            thin::ThinPoolAction::Extend { argv, from, to } => self
+                .host_step_with(
+                    steps,
+                    A::LvextendThinPool,
+                    argv,
+                    None,
+                    vec![
+                        ("pool_bytes", from.to_string()),
+                        ("target_bytes", to.to_string()),
+                        ("vg_bytes", space.size.unwrap_or(0).to_string()),
+                    ],
+                )
                 .await
                 .map_err(|e| warn(EventReason::ThinPoolCreateOrExtendFailed, e.message))?,
             thin::ThinPoolAction::UpToDate => {}
