@@ -6,13 +6,17 @@
 #   make traces - that demo with a local Jaeger receiving its traces
 #   make test   - every test (builds the Go test peers once into ~/.cache/lvms-test-bins)
 SHELL := /bin/bash
-.PHONY: test lint demo demo-processes traces test-bins test-deps test-guest crds
+.PHONY: test lint demo demo-processes traces test-bins test-lvms-go test-deps test-guest crds
 
 test-deps:
 	@deploy/dev/test-deps.sh
 
 test-bins:
 	@deploy/dev/build-test-bins.sh >/dev/null
+
+# LVMS itself (openshift/lvm-operator v4.20.0 from its module), for the node tier's swap scenarios.
+test-lvms-go:
+	@deploy/dev/build-lvms-go.sh >/dev/null
 
 # The real-kernel tier's guests (kernel + initramfs from Debian packages, cached): Debian's
 # current cloud kernel (6.1) and the 6.12 one; and the real node (kubelet, containerd, 6.12).
@@ -22,7 +26,7 @@ test-guest:
 	@deploy/dev/build-node.sh >/dev/null
 
 # Every suite to the end, then "N passed, M failed" (deploy/dev/run-tests.sh).
-test: test-deps test-bins test-guest
+test: test-deps test-bins test-lvms-go test-guest
 	@deploy/dev/run-tests.sh
 
 # `--test guest`, `--test node`: the guest and node tiers are `test = false` (run-tests.sh runs

@@ -8,8 +8,9 @@
 #
 # OUT_DIR gets one FILE.tar per image and images.txt (name, file and manifest digest per line). Names: the chart's
 # defaults with the tag `dev` (localhost/lvms:dev, localhost/csi-provisioner:dev, ...) and
-# localhost/pause:dev, localhost/busybox:dev. The Debian root of the lvms image is cached in
-# $LVMS_TEST_BINS_CACHE (~/.cache/lvms-test-bins) by its package versions; the sidecars come from
+# localhost/pause:dev, localhost/busybox:dev; with LVMS_GO_BIN (deploy/dev/build-lvms-go.sh) also
+# LVMS's own operator as localhost/lvms-go:<LVMS_GO_TAG, v4.20.0>, for the swap tests. The Debian
+# root of the lvms image is cached in $LVMS_TEST_BINS_CACHE (~/.cache/lvms-test-bins) by its package versions; the sidecars come from
 # build-test-bins.sh. tests/images.rs holds this script and the Containerfile to the same
 # packages and entrypoint.
 set -euo pipefail
@@ -114,6 +115,19 @@ objcopy --strip-debug "$LVMS_BIN" "$work/lvms.bin" 2>/dev/null || cp "$LVMS_BIN"
 chmod 0755 "$work/lvms.bin"
 files_layer "$work/lvms-layer.tar" "/usr/bin/lvms=$work/lvms.bin"
 oci localhost/lvms:dev "$ENTRYPOINT" "$USER_ID:$USER_ID" "$ROOTFS" "$work/lvms-layer.tar"
+
+# LVMS itself, on the same Debian root, its binary at /lvms and user 65532 as its own image has
+# them, plus util-linux's mount and umount: TopoLVM's node server runs `mount` in its container,
+# and Debian ships them in a package of their own (`mount`), which the lvms image does not need.
+if [ -n "${LVMS_GO_BIN:-}" ]; then
+  [ -x "$LVMS_GO_BIN" ] || die "LVMS_GO_BIN=$LVMS_GO_BIN is not an executable: deploy/dev/build-lvms-go.sh builds it"
+  for t in mount umount; do
+    command -v "$t" >/dev/null || die "$t is missing on this host: apt-get install -y mount"
+  done
+  files_layer "$work/lvms-go.tar" "/lvms=$LVMS_GO_BIN" "/usr/bin/mount=$(command -v mount)" \
+    "/usr/bin/umount=$(command -v umount)"
+  oci "localhost/lvms-go:${LVMS_GO_TAG:-v4.20.0}" '["/lvms"]' "65532:65532" "$ROOTFS" "$work/lvms-go.tar"
+fi
 
 # The sidecars, as upstream ships them: the binary at /<name>, run as 65532.
 for b in csi-provisioner csi-resizer csi-snapshotter; do

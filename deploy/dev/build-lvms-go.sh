@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds LVMS's own operator (openshift/lvm-operator, Go) from its module into the test-binaries
-# cache, once per version, for the side-by-side benchmark (`cargo bench --bench versus`). Not a
-# test peer and not part of the product: nothing but that benchmark runs it.
+# cache, once per version, with its install tree (`config/`, kept beside the binary): for the
+# side-by-side benchmark (`cargo bench --bench versus`) and the swap tests on the real node
+# (tests/node/swap.rs), which install LVMS from that tree. A test peer, never part of the product.
 #
 #   deploy/dev/build-lvms-go.sh          # prints the binary's path on success
 #
@@ -15,7 +16,7 @@ DIR=$CACHE/lvms-go-$VERSION
 MOD=github.com/openshift/lvm-operator/v4
 
 die() { echo "build-lvms-go: $*" >&2; exit 1; }
-if [ -x "$DIR/bin/lvms" ]; then
+if [ -x "$DIR/bin/lvms" ] && [ -d "$DIR/config/default" ]; then
   echo "$DIR/bin/lvms"; exit 0
 fi
 command -v go >/dev/null || die "no Go toolchain on PATH: install Go >= 1.24 and rerun"
@@ -33,6 +34,8 @@ echo "build-lvms-go: building $MOD@$VERSION (log: $log)" >&2
   chmod -R u+w "$DIR/src"
   cd "$DIR/src"
   go build -p 2 -trimpath -ldflags "-s -w" -o "$DIR/bin/lvms.tmp" ./cmd
+  rm -rf "$DIR/config"
+  cp -r config "$DIR/config"
   mv "$DIR/bin/lvms.tmp" "$DIR/bin/lvms"
   rm -rf "$DIR/src"
 ) >>"$log" 2>&1 || die "build failed; last lines of $log:

@@ -27,10 +27,12 @@ if [[ $want != linux-image-* ]]; then
 fi
 kver=${want#linux-image-}
 
-# The node's userland: what kubelet, containerd and the CNI plugins need, and what vg-manager
-# runs on the host through nsenter (lvm2, mkfs, mount, blkid).
+# The node's userland: what kubelet, containerd and the CNI plugins need, what vg-manager runs on
+# the host through nsenter (lvm2, mkfs, mount, blkid), and udev: LVMS's vg-manager (the swap
+# tests run it here) knows its own PVs by lsblk's FSTYPE, which lsblk reads from udev's database.
 PKGS=(runc containernetworking-plugins nftables iptables conntrack iproute2 kmod procps mount
-  util-linux lvm2 dmsetup thin-provisioning-tools e2fsprogs xfsprogs ca-certificates busybox-static)
+  util-linux lvm2 dmsetup thin-provisioning-tools e2fsprogs xfsprogs ca-certificates busybox-static
+  udev)
 bins=$("$HERE/build-test-bins.sh") || die "build-test-bins.sh failed"
 CACHE_ROOT=$(dirname "$(dirname "$bins")")
 node_bins=$(find "$CACHE_ROOT" -maxdepth 1 -type d -name 'node-k8s-*' | sort | tail -1)/bin
@@ -135,7 +137,7 @@ mode: nftables
 clusterCIDR: 10.88.0.0/16
 conntrack: {maxPerCore: 0, min: 0}
 EOF
-# No udev on the node: lvm2 makes /dev/<vg>/<lv> itself.
+# lvm2 makes /dev/<vg>/<lv> itself, without waiting on udev (udevd runs for lsblk's database).
 cat >"$root/etc/lvm/lvm.conf" <<'EOF'
 activation {
     udev_sync = 0
@@ -148,6 +150,8 @@ devices {
 }
 EOF
 echo "lvms-node" >"$root/etc/hostname"
+# udev keeps its database for lsblk, and loads no driver: node-init.sh loads what the node needs.
+rm -f "$root/usr/lib/udev/rules.d/80-drivers.rules" "$root/lib/udev/rules.d/80-drivers.rules"
 
 # The initramfs: busybox, the virtio and ext4 modules, and an init that mounts the root disk
 # (serial lvms-node-root) and hands over to node-init.

@@ -37,7 +37,7 @@ sysctl -qw net.ipv4.ip_forward=1 net.bridge.bridge-nf-call-iptables=1 kernel.pan
 ip link set lo up
 ip link set eth0 up && ip addr add 10.0.2.15/24 dev eth0 && ip route add default via 10.0.2.2
 
-# Disks by serial (no udev): the root, the configuration, and the node's data disks.
+# Disks by serial, before udevd runs: the root, the configuration, and the node's data disks.
 for _ in $(seq 1 100); do
   [ -e /sys/block/vdb ] && break
   sleep 0.05
@@ -45,6 +45,12 @@ done
 for b in /sys/block/vd*; do
   s=$(cat "$b/serial" 2>/dev/null) && [ -n "$s" ] && ln -sf "/dev/${b##*/}" "/dev/disk/by-id/virtio-$s"
 done
+# udev's database, which lsblk reads FSTYPE from (LVMS's vg-manager tells its PVs by it): block
+# devices only, and no module loading (build-node.sh drops udev's driver rules): every module
+# loaded under TCG patches kernel text, where the node's int3 oopses were seen.
+/lib/systemd/systemd-udevd --daemon >/dev/null 2>&1 || say "systemd-udevd did not start"
+udevadm trigger --action=add --subsystem-match=block >/dev/null 2>&1
+udevadm settle --timeout=30 >/dev/null 2>&1
 cfg=/var/lib/lvms-node/config
 conf=/dev/disk/by-id/virtio-lvms-node-config
 rm -rf $cfg

@@ -17,9 +17,12 @@ cargo test -p lvms-journal --features failpoints --test failpoints 2>&1 | tee -a
 # override the group snapshots' rounds (5 here; 20 by hand) and kills per kernel.
 #
 # The real node tier (tests/node: kubelet and containerd in a 6.12 guest, lvms installed with
-# helm and running as Pods) runs after the 6.12 group, never beside both: three emulated guests
-# on two cores starve each other (docs/testing.md). LVMS_NODE_SCENARIOS picks its scenarios
-# (default: all of them but `demo`, `make demo`'s, in the tier's order).
+# helm and running as Pods) runs after the 6.12 group; its swap scenarios (LVMS itself, then the
+# swap to lvms and back) on a node of their own after the 6.1 group, so the two chains take
+# about as long and never more than two emulated guests share the two cores (docs/testing.md).
+# LVMS_NODE_SCENARIOS picks the first node's scenarios (default: all of them but `demo`,
+# `make demo`'s, and the swap ones, in the tier's order); LVMS_SWAP_SCENARIOS the second's
+# (empty: no second node).
 cargo test --test guest --test node --no-run 2>&1 | tee -a "$log" || rc=1
 gdir=$(mktemp -d)
 # panicked_failures TAG: the tests $gdir/TAG.1 failed, if its guest kernel panicked (seen in
@@ -47,31 +50,42 @@ group() {
 kills1=() kills2=()
 [ -n "${LVMS_GROUP_KILLS:-}" ] && kills1=(LVMS_GROUP_KILLS="$LVMS_GROUP_KILLS")
 [ -n "${LVMS_GROUP_KILLS_2:-}" ] && kills2=(LVMS_GROUP_KILLS="$LVMS_GROUP_KILLS_2")
-group k6.1 LVMS_GROUP_ROUNDS="${LVMS_GROUP_ROUNDS:-5}" "${kills1[@]}" -- --kernel 6.1 &
-one=$!
-# node: the real node tier, its output tagged and kept in $gdir/node.1 as a group's.
+SWAP=${LVMS_SWAP_SCENARIOS-lvms-go lvms-go-volumes swap swap-back}
+# node TAG ARGS...: one real node, its scenarios chosen by ARGS, its output tagged and kept in
+# $gdir/TAG.1 as a group's.
 node() {
-  local only=(--skip demo)
-  # shellcheck disable=SC2206 # one scenario name per word
-  [ -n "${LVMS_NODE_SCENARIOS:-}" ] && only=(--exact $LVMS_NODE_SCENARIOS)
-  cargo test --test node -- "${only[@]}" 2>&1 | tee "$gdir/node.1" | sed -u "s/^/[node] /"
-  # As a group's, on a new node, between an install and a teardown.
+  local tag=$1
+  shift
+  cargo test --test node -- "$@" 2>&1 | tee "$gdir/$tag.1" | sed -u "s/^/[$tag] /"
+  # As a group's, on a new node (lvms's own scenarios between an install and a teardown).
   local failed
-  failed=$(panicked_failures node)
+  failed=$(panicked_failures "$tag")
   [ -n "$failed" ] || return 0
-  echo "== [node] the node's kernel panicked (its console above): running its failed scenarios once more on a new node: $failed"
+  echo "== [$tag] the node's kernel panicked (its console above): running its failed scenarios once more on a new node: $failed"
   # shellcheck disable=SC2086 # one scenario name per word
-  cargo test --test node -- --exact install $failed teardown 2>&1 | tee "$gdir/node.2" | sed -u "s/^/[node, again] /"
+  if [ "$tag" = node ]; then set -- install $failed teardown; else set -- $failed; fi
+  cargo test --test node -- --exact "$@" 2>&1 | tee "$gdir/$tag.2" | sed -u "s/^/[$tag, again] /"
 }
+main_node=(--skip demo)
+for sc in $SWAP; do main_node+=(--skip "$sc"); done
+# shellcheck disable=SC2206 # one scenario name per word
+[ -n "${LVMS_NODE_SCENARIOS:-}" ] && main_node=(--exact $LVMS_NODE_SCENARIOS)
+{
+  group k6.1 LVMS_GROUP_ROUNDS="${LVMS_GROUP_ROUNDS:-5}" "${kills1[@]}" -- --kernel 6.1
+  # shellcheck disable=SC2086 # one scenario name per word
+  [ -z "$SWAP" ] || node swap --exact $SWAP
+} &
+one=$!
 {
   group k6.12 LVMS_GROUP_ROUNDS="${LVMS_GROUP_ROUNDS_2:-5}" "${kills2[@]}" \
     LVMS_GUEST_KERNEL="${LVMS_GUEST_KERNEL_2:-6.12}" -- --kernel 6.12
-  node
+  node node "${main_node[@]}"
 } &
 two=$!
 wait $one $two
 # What each group counts: a panicked run's passes and its rerun's results, else its one run.
-for tag in k6.1 k6.12 node; do
+for tag in k6.1 k6.12 node swap; do
+  [ -f "$gdir/$tag.1" ] || continue
   final=$gdir/$tag.1
   if [ -f "$gdir/$tag.2" ]; then
     grep -aoE 'test result: [A-Za-z]+\. [0-9]+ passed' "$final" >>"$log"

@@ -54,6 +54,31 @@ pub fn bin() -> Result<PathBuf> {
     }
 }
 
+/// LVMS's install tree (its `config/`, kept beside the binary by build-lvms-go.sh).
+pub fn config_dir() -> Result<PathBuf> {
+    let bin = bin()?;
+    let dir = bin
+        .parent()
+        .and_then(Path::parent)
+        .map(|d| d.join("config"))
+        .unwrap_or_default();
+    if dir.join("default").is_dir() {
+        Ok(dir)
+    } else {
+        Err(format!(
+            "LVMS's install tree is missing at {}: deploy/dev/build-lvms-go.sh keeps it beside the binary (remove {} to rebuild it)",
+            dir.display(),
+            bin.display()
+        )
+        .into())
+    }
+}
+
+/// LVMS's image on the real node (deploy/dev/build-images.sh with `LVMS_GO_BIN`).
+pub fn image() -> String {
+    format!("localhost/lvms-go:{VERSION}")
+}
+
 /// A running LVMS operator.
 pub struct LvmsGo {
     child: Child,

@@ -36,11 +36,17 @@ pub fn node_image() -> NodeImage {
 }
 
 /// The images `deploy/dev/build-images.sh` made for `lvms_bin`, in `out`: one OCI archive each
-/// and `images.txt`.
+/// and `images.txt`; LVMS's own image too when its binary is built (the swap scenarios say so
+/// loudly when it is not).
 pub fn build_images(lvms_bin: &Path, out: &Path) -> PathBuf {
     let out_s = out.display().to_string();
     let bin_s = lvms_bin.display().to_string();
-    let status = Command::new("bash")
+    let mut cmd = Command::new("bash");
+    if let Ok(go) = crate::lvms_go::bin() {
+        cmd.env("LVMS_GO_BIN", go)
+            .env("LVMS_GO_TAG", crate::lvms_go::VERSION);
+    }
+    let status = cmd
         .arg(crate::env::repo().join("deploy/dev/build-images.sh"))
         .args([&bin_s, &out_s])
         .stdout(Stdio::null())

@@ -85,7 +85,7 @@ pub async fn the_kustomize_tree_installs_runs_a_pod_and_uninstalls(c: &mut Ctx) 
 
 /// `kubectl delete -k`: every rendered object but the CRDs (kept, as Helm keeps them), in
 /// reverse order.
-async fn delete_objects(client: &kube::Client, objects: &[Value]) {
+pub async fn delete_objects(client: &kube::Client, objects: &[Value]) {
     let discovery = kube::discovery::Discovery::new(client.clone())
         .run()
         .await

@@ -20,6 +20,7 @@ mod metrics;
 mod restarts;
 mod snapshots;
 mod stats;
+mod swap;
 mod teardown;
 mod volumes;
 mod workloads;
@@ -134,6 +135,28 @@ const SCENARIOS: &[Scenario] = &[
         name: "kustomize",
         needs: &[],
         run: |c| Box::pin(kustomize::the_kustomize_tree_installs_runs_a_pod_and_uninstalls(c)),
+    },
+    // LVMS itself (openshift/lvm-operator v4.20.0) on the disks lvms left clean, then the swap
+    // to lvms and back (docs/migrate-from-lvms.md).
+    Scenario {
+        name: "lvms-go",
+        needs: &[],
+        run: |c| Box::pin(swap::lvms_itself_installs_and_provisions(c)),
+    },
+    Scenario {
+        name: "lvms-go-volumes",
+        needs: &["lvms-go"],
+        run: |c| Box::pin(swap::lvms_itself_makes_the_volumes_the_swap_keeps(c)),
+    },
+    Scenario {
+        name: "swap",
+        needs: &["lvms-go-volumes"],
+        run: |c| Box::pin(swap::lvms_takes_over_what_lvms_itself_made(c)),
+    },
+    Scenario {
+        name: "swap-back",
+        needs: &["swap"],
+        run: |c| Box::pin(swap::lvms_itself_takes_them_back(c)),
     },
 ];
 
