@@ -16,6 +16,8 @@ use serde_json::Value;
 pub const NODE: &str = "lvms-node";
 pub const DISK_A: &str = "lvms-d1";
 pub const DISK_B: &str = "lvms-d2";
+/// A disk no class of lvms's own scenarios names: the swap scenarios' Dynamic class takes it.
+pub const DISK_C: &str = "lvms-d3";
 /// The chart's namespace (its default).
 pub const LVMS_NS: &str = "openshift-lvm-storage";
 /// Where the scenarios' workloads live.
@@ -66,7 +68,7 @@ impl Ctx {
             &dir.join("snapshot-controller.log"),
         )
         .unwrap_or_else(|e| panic!("{e}"));
-        let spec = NodeSpec::new(NODE, &[(DISK_A, 2048), (DISK_B, 2048)]);
+        let spec = NodeSpec::new(NODE, &[(DISK_A, 2048), (DISK_B, 2048), (DISK_C, 1024)]);
         let node_dir = dir.join("node");
         let cp_ref = &cp;
         let mut node = RealNode::boot(cp_ref, &images, spec, &node_dir);

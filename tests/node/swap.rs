@@ -19,7 +19,7 @@ use lvms_testkit::env::repo;
 use lvms_testkit::{lvms_go, snapshots};
 use serde_json::{Value, json};
 
-use crate::ctx::{APPS, Ctx, DISK_A, DISK_B, LVMS_NS, SLOW};
+use crate::ctx::{APPS, Ctx, DISK_A, DISK_B, DISK_C, LVMS_NS, SLOW};
 use crate::install::{CLUSTER, HELM_SETS, cluster_state, clusters, ready_pods};
 use crate::kustomize::delete_objects;
 use crate::workloads::{pod, pvc, pvc_from_snapshot};
@@ -192,7 +192,51 @@ pub async fn lvms_itself_installs_and_provisions(c: &mut Ctx) {
     assert_eq!(out.trim(), "by-lvms-go");
 }
 
+/// Day 2 under LVMS: a third class without a device selector (Dynamic discovery, the policy
+/// unset as LVMS 4.20 stores it) takes the disk no other class has.
+async fn add_dynamic_class(c: &mut Ctx) {
+    let lc = clusters(c.client.clone())
+        .get(CLUSTER)
+        .await
+        .expect("the LVMCluster");
+    let mut classes = lc.data["spec"]["storage"]["deviceClasses"]
+        .as_array()
+        .cloned()
+        .expect("deviceClasses");
+    classes.push(json!({"name": "vg3", "fstype": "xfs"}));
+    clusters(c.client.clone())
+        .patch(
+            CLUSTER,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"storage": {"deviceClasses": classes}}})),
+        )
+        .await
+        .expect("adding class vg3");
+    // LVMS names devices by kernel name: the one device is none of the other classes'.
+    c.until(
+        &format!("class vg3 Ready on the third disk ({DISK_C}), Dynamic"),
+        SLOW,
+        |cl| async move {
+            let ns = node_status_of(&cl).await?;
+            let all = ns.as_array()?.clone();
+            let vg3 = all.iter().find(|s| s["name"] == "vg3")?;
+            let devices = vg3["devices"].as_array()?;
+            let others: Vec<&Value> = all
+                .iter()
+                .filter(|s| s["name"] != "vg3")
+                .flat_map(|s| s["devices"].as_array().into_iter().flatten())
+                .collect();
+            let ok = vg3["deviceDiscoveryPolicy"] == "Dynamic"
+                && devices.len() == 1
+                && !others.contains(&&devices[0]);
+            (ok && cluster_state(cl).await.as_deref() == Some("Ready")).then_some(())
+        },
+    )
+    .await;
+}
+
 pub async fn lvms_itself_makes_the_volumes_the_swap_keeps(c: &mut Ctx) {
+    add_dynamic_class(c).await;
     // A thin claim with data, its snapshot and its clone; a thick claim a Pod holds across the
     // swap.
     c.apply_json(pvc("go-data", "lvms-vg1", 256, false)).await;
@@ -306,29 +350,30 @@ async fn cluster_spec(c: &Ctx) -> (Value, Vec<Value>) {
 
 /// Each volume group's node status (LVMVolumeGroupNodeStatus `lvms-node`) without its
 /// `status`/`reason` words, which may be said differently: the policy and the devices.
-async fn node_status(c: &Ctx) -> Value {
+async fn node_status_of(client: &kube::Client) -> Option<Value> {
     let ar = kube::api::ApiResource::from_gvk(&kube::api::GroupVersionKind::gvk(
         "lvm.topolvm.io",
         "v1alpha1",
         "LVMVolumeGroupNodeStatus",
     ));
-    let api: Api<kube::api::DynamicObject> = Api::namespaced_with(c.client.clone(), LVMS_NS, &ar);
-    let ns = api
-        .get(crate::ctx::NODE)
-        .await
-        .expect("the node's LVMVolumeGroupNodeStatus");
+    let api: Api<kube::api::DynamicObject> = Api::namespaced_with(client.clone(), LVMS_NS, &ar);
+    let ns = api.get(crate::ctx::NODE).await.ok()?;
     let mut by_vg: Vec<Value> = ns.data["spec"]["nodeStatus"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default()
-        .into_iter()
+        .as_array()?
+        .iter()
         .map(|s| {
             json!({"name": s["name"], "deviceDiscoveryPolicy": s["deviceDiscoveryPolicy"],
                    "devices": s["devices"]})
         })
         .collect();
     by_vg.sort_by_key(|v| v["name"].to_string());
-    json!(by_vg)
+    Some(json!(by_vg))
+}
+
+async fn node_status(c: &Ctx) -> Value {
+    node_status_of(&c.client)
+        .await
+        .expect("the node's LVMVolumeGroupNodeStatus")
 }
 
 pub async fn lvms_takes_over_what_lvms_itself_made(c: &mut Ctx) {
@@ -445,8 +490,12 @@ pub async fn lvms_takes_over_what_lvms_itself_made(c: &mut Ctx) {
     snapshot_ready(c, "lvms-snap").await;
     delete_claim(c, "go-clone").await;
 
-    // New claims, both classes.
-    for (claim, class) in [("new-thin", "lvms-vg1"), ("new-thick", "lvms-vg2")] {
+    // New claims, every class.
+    for (claim, class) in [
+        ("new-thin", "lvms-vg1"),
+        ("new-thick", "lvms-vg2"),
+        ("new-dynamic", "lvms-vg3"),
+    ] {
         c.apply_json(pvc(claim, class, 256, false)).await;
         let out = c
             .run_pod(pod(
