@@ -374,19 +374,21 @@ impl RealNode {
             .args(["-append", crate::guest::KERNEL_ARGS])
             .arg("-serial")
             .arg(format!("file:{}", self.console_path().display()));
-        let mut drive = |path: PathBuf, serial: &str| {
+        let mut drive = |path: PathBuf, serial: &str, ro: &str| {
             cmd.arg("-drive")
                 .arg(format!(
-                    "file={},if=none,id={serial},format=raw",
+                    "file={},if=none,id={serial},format=raw{ro}",
                     path.display()
                 ))
                 .arg("-device")
                 .arg(format!("virtio-blk-pci,drive={serial},serial={serial}"));
         };
-        drive(w.join("root.img"), "lvms-node-root");
-        drive(w.join("config.tar"), "lvms-node-config");
+        drive(w.join("root.img"), "lvms-node-root", "");
+        // Read-only, as the kernel then shows it: dynamic discovery (LVMS's, lvms's) skips it,
+        // where a real node has no such disk.
+        drive(w.join("config.tar"), "lvms-node-config", ",readonly=on");
         for (serial, _) in &self.spec.disks.clone() {
-            drive(w.join(format!("{serial}.img")), serial);
+            drive(w.join(format!("{serial}.img")), serial, "");
         }
         // The host end of the API server's forward: one `nc` per connection (the node's static
         // busybox runs on the host too).

@@ -193,7 +193,8 @@ pub async fn lvms_itself_installs_and_provisions(c: &mut Ctx) {
 }
 
 /// Day 2 under LVMS: a third class without a device selector (Dynamic discovery, the policy
-/// unset as LVMS 4.20 stores it) takes the disk no other class has.
+/// unset as LVMS 4.20 stores it; its node status says `RuntimeDynamic`) takes the disk no other
+/// class has.
 async fn add_dynamic_class(c: &mut Ctx) {
     let lc = clusters(c.client.clone())
         .get(CLUSTER)
@@ -226,7 +227,7 @@ async fn add_dynamic_class(c: &mut Ctx) {
                 .filter(|s| s["name"] != "vg3")
                 .flat_map(|s| s["devices"].as_array().into_iter().flatten())
                 .collect();
-            let ok = vg3["deviceDiscoveryPolicy"] == "Dynamic"
+            let ok = vg3["deviceDiscoveryPolicy"] == "RuntimeDynamic"
                 && devices.len() == 1
                 && !others.contains(&&devices[0]);
             (ok && cluster_state(cl).await.as_deref() == Some("Ready")).then_some(())
