@@ -140,6 +140,31 @@ impl Ctx {
         }
     }
 
+    /// Waits until the operator namespace is gone (an uninstall deletes it; the next install
+    /// makes it again).
+    pub async fn operator_namespace_gone(&mut self, what: &str) {
+        self.until(what, SLOW, |cl| async move {
+            let ns = Api::<k8s_openapi::api::core::v1::Namespace>::all(cl)
+                .get_opt(LVMS_NS)
+                .await
+                .ok()?;
+            ns.is_none().then_some(())
+        })
+        .await;
+    }
+
+    /// Waits until no Pod runs in the operator namespace.
+    pub async fn operator_pods_gone(&mut self, what: &str, within: Duration) {
+        self.until(what, within, |cl| async move {
+            let pods = Api::<Pod>::namespaced(cl, LVMS_NS)
+                .list(&kube::api::ListParams::default())
+                .await
+                .ok()?;
+            pods.items.is_empty().then_some(())
+        })
+        .await;
+    }
+
     /// Creates a Pod (in its namespace, `apps` when it names none).
     pub async fn start_pod(&mut self, pod: Value) -> String {
         let name = pod["metadata"]["name"]

@@ -27,6 +27,30 @@ pub const HELM_SETS: &[(&str, &str)] = &[
 
 pub const CLUSTER: &str = "my-lvmcluster";
 
+/// `helm install lvms` of the chart with [`HELM_SETS`] and `sets`, or `helm uninstall lvms`;
+/// a failure is a panic with helm's output.
+pub fn helm(c: &Ctx, verb: &str, sets: &[(&str, &str)]) {
+    let mut cmd = std::process::Command::new(helm_bin());
+    cmd.args([verb, "lvms"]);
+    if verb == "install" {
+        cmd.arg(repo().join("deploy/helm/lvms"));
+        for (k, v) in HELM_SETS.iter().chain(sets) {
+            cmd.arg("--set").arg(format!("{k}={v}"));
+        }
+    }
+    let out = cmd
+        .arg("--kubeconfig")
+        .arg(&c.cp.kubeconfig)
+        .output()
+        .expect("running helm");
+    assert!(
+        out.status.success(),
+        "helm {verb} failed:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// Two thin classes: `vg1` (xfs, the default) on one disk, `vg2` (ext4) on the other.
 pub fn lvmcluster() -> serde_json::Value {
     let class = |name: &str, fs: &str, disk: &str, default: bool| {
@@ -93,21 +117,7 @@ pub async fn ready_pods(c: kube::Client, ns: &str, selector: &str) -> Vec<Pod> {
 
 pub async fn helm_install_runs_lvms_as_pods_and_kubelet_registers_the_driver(c: &mut Ctx) {
     let t0 = Instant::now();
-    let mut helm = std::process::Command::new(helm_bin());
-    helm.args(["install", "lvms"])
-        .arg(repo().join("deploy/helm/lvms"))
-        .arg("--kubeconfig")
-        .arg(&c.cp.kubeconfig);
-    for (k, v) in HELM_SETS {
-        helm.arg("--set").arg(format!("{k}={v}"));
-    }
-    let out = helm.output().expect("running helm");
-    assert!(
-        out.status.success(),
-        "helm install failed:\n{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    helm(c, "install", &[]);
 
     let operator = c
         .until("the operator Pod Ready", SLOW, |cl| async move {

@@ -23,18 +23,8 @@ const IMAGES: &str = "images:
 
 pub async fn the_kustomize_tree_installs_runs_a_pod_and_uninstalls(c: &mut Ctx) {
     // helm uninstall took the namespace with it: the tree makes it again once it is gone.
-    c.until(
-        "the namespace of the Helm install gone",
-        SLOW,
-        |cl| async move {
-            let ns = Api::<k8s_openapi::api::core::v1::Namespace>::all(cl)
-                .get_opt(LVMS_NS)
-                .await
-                .ok()?;
-            ns.is_none().then_some(())
-        },
-    )
-    .await;
+    c.operator_namespace_gone("the namespace of the Helm install gone")
+        .await;
     let dir = c.dir.join("kustomize");
     write_namespace_overlay(&dir, &repo().join("deploy/default"), LVMS_NS).expect("overlay");
     let k = dir.join("kustomization.yaml");

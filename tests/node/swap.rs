@@ -11,16 +11,16 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Event, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::{Event, PersistentVolumeClaim};
 use kube::Api;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
-use lvms_testkit::dev::deploy::{apply_all, helm_bin, parse_stream, render};
+use lvms_testkit::dev::deploy::{apply_all, parse_stream, render};
 use lvms_testkit::env::repo;
 use lvms_testkit::{lvms_go, snapshots};
 use serde_json::{Value, json};
 
 use crate::ctx::{APPS, Ctx, DISK_A, DISK_B, DISK_C, LVMS_NS, SLOW};
-use crate::install::{CLUSTER, HELM_SETS, cluster_state, clusters, ready_pods};
+use crate::install::{CLUSTER, cluster_state, clusters, helm, ready_pods};
 use crate::kustomize::delete_objects;
 use crate::workloads::{pod, pvc, pvc_from_snapshot};
 
@@ -133,32 +133,10 @@ async fn cluster_ready(c: &mut Ctx, who: &str) {
     .await;
 }
 
-/// Waits until no Pod runs in the operator namespace.
-async fn namespace_empty(c: &mut Ctx, what: &str) {
-    c.until(what, SLOW, |cl| async move {
-        let pods = Api::<Pod>::namespaced(cl, LVMS_NS)
-            .list(&ListParams::default())
-            .await
-            .ok()?;
-        pods.items.is_empty().then_some(())
-    })
-    .await;
-}
-
 pub async fn lvms_itself_installs_and_provisions(c: &mut Ctx) {
     // The kustomize scenario's uninstall took the namespace: LVMS's tree makes it again.
-    c.until(
-        "the namespace of the last install gone",
-        SLOW,
-        |cl| async move {
-            let ns = Api::<k8s_openapi::api::core::v1::Namespace>::all(cl)
-                .get_opt(LVMS_NS)
-                .await
-                .ok()?;
-            ns.is_none().then_some(())
-        },
-    )
-    .await;
+    c.operator_namespace_gone("the namespace of the last install gone")
+        .await;
     let objects = lvms_go_objects(c);
     apply_all(&c.client, &objects)
         .await
@@ -398,8 +376,8 @@ pub async fn lvms_takes_over_what_lvms_itself_made(c: &mut Ctx) {
     ds.delete("vg-manager", &DeleteParams::default())
         .await
         .expect("deleting LVMS's vg-manager DaemonSet");
-    namespace_empty(c, "LVMS's Pods gone").await;
-    let swapped_at = chrono_now();
+    c.operator_pods_gone("LVMS's Pods gone", SLOW).await;
+    let swapped_at = k8s_openapi::jiff::Timestamp::now();
 
     // 2. lvms's CRDs over LVMS's (Helm installs a chart's CRDs only where there are none).
     let mut crds = Vec::new();
@@ -544,7 +522,7 @@ pub async fn lvms_itself_takes_them_back(c: &mut Ctx) {
     helm(c, "uninstall", &[]);
     let ds: Api<k8s_openapi::api::apps::v1::DaemonSet> = Api::namespaced(c.client.clone(), LVMS_NS);
     let _ = ds.delete("vg-manager", &DeleteParams::default()).await;
-    namespace_empty(c, "lvms's Pods gone").await;
+    c.operator_pods_gone("lvms's Pods gone", SLOW).await;
     // No gate of lvms's left but under a running Pod (go-held was mounted by LVMS: none).
     let gates = c
         .on_node("gates", "dmsetup ls | grep -c ^lvms- || true")
@@ -621,12 +599,21 @@ async fn grow(c: &mut Ctx, name: &str, mib: u64) {
                 .get(&pv)
                 .await
                 .ok()?;
-            let cap = v.spec?.capacity?.get("storage")?.0.clone();
-            let bytes = lvms::api::quantity::parse_quantity_bytes(&cap).ok()?;
-            (bytes >= mib << 20).then_some(())
+            at_least(v.spec?.capacity.as_ref(), mib).then_some(())
         }
     })
     .await;
+}
+
+/// Whether a `capacity` map holds at least `mib` MiB of storage.
+fn at_least(
+    capacity: Option<&BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>>,
+    mib: u64,
+) -> bool {
+    capacity
+        .and_then(|c| c.get("storage"))
+        .and_then(|q| lvms::api::quantity::parse_quantity_bytes(&q.0).ok())
+        .is_some_and(|b| b >= mib << 20)
 }
 
 /// Waits until claim `name` reports at least `mib` MiB (its filesystem grown on the node).
@@ -639,9 +626,7 @@ async fn claim_grown(c: &mut Ctx, name: &str, mib: u64) {
                 .get(&n)
                 .await
                 .ok()?;
-            let cap = p.status?.capacity?.get("storage")?.0.clone();
-            let bytes = lvms::api::quantity::parse_quantity_bytes(&cap).ok()?;
-            (bytes >= mib << 20).then_some(())
+            at_least(p.status?.capacity.as_ref(), mib).then_some(())
         }
     })
     .await;
@@ -666,28 +651,4 @@ async fn delete_claim(c: &mut Ctx, name: &str) {
         }
     })
     .await;
-}
-
-/// `helm install|uninstall lvms` of the chart, as the install scenario runs it.
-fn helm(c: &Ctx, verb: &str, sets: &[(&str, &str)]) {
-    let mut cmd = std::process::Command::new(helm_bin());
-    cmd.args([verb, "lvms"]);
-    if verb == "install" {
-        cmd.arg(repo().join("deploy/helm/lvms"));
-        for (k, v) in HELM_SETS.iter().chain(sets) {
-            cmd.arg("--set").arg(format!("{k}={v}"));
-        }
-    }
-    cmd.arg("--kubeconfig").arg(&c.cp.kubeconfig);
-    let out = cmd.output().expect("running helm");
-    assert!(
-        out.status.success(),
-        "helm {verb} failed:\n{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-fn chrono_now() -> k8s_openapi::jiff::Timestamp {
-    k8s_openapi::jiff::Timestamp::now()
 }

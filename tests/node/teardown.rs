@@ -6,10 +6,9 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use kube::Api;
 use kube::api::{DeleteParams, ListParams};
-use lvms_testkit::dev::deploy::helm_bin;
 use lvms_testkit::snapshots;
 
-use crate::ctx::{APPS, Ctx, LVMS_NS, NODE, SLOW};
+use crate::ctx::{APPS, Ctx, NODE, SLOW};
 use crate::install::delete_cluster;
 
 /// What lvms could leave on the node: its volume groups, device-mapper devices, mounts.
@@ -43,16 +42,7 @@ pub async fn uninstall_leaves_nothing_on_the_node(c: &mut Ctx) {
 
     delete_cluster(c).await;
 
-    let out = std::process::Command::new(helm_bin())
-        .args(["uninstall", "lvms", "--kubeconfig"])
-        .arg(&c.cp.kubeconfig)
-        .output()
-        .expect("running helm");
-    assert!(
-        out.status.success(),
-        "helm uninstall: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    crate::install::helm(c, "uninstall", &[]);
     assert_nothing_left(c, "leftovers").await;
     let node = Api::<Node>::all(c.client.clone())
         .get(NODE)
@@ -68,18 +58,8 @@ pub async fn uninstall_leaves_nothing_on_the_node(c: &mut Ctx) {
 /// Waits until lvms's Pods are gone, then looks at the node (probe Pod `probe`): no volume
 /// group, dm device or mount of lvms's left.
 pub async fn assert_nothing_left(c: &mut Ctx, probe: &str) {
-    c.until(
-        "lvms's Pods gone",
-        Duration::from_secs(300),
-        |cl| async move {
-            let pods = Api::<Pod>::namespaced(cl, LVMS_NS)
-                .list(&ListParams::default())
-                .await
-                .ok()?;
-            pods.items.is_empty().then_some(())
-        },
-    )
-    .await;
+    c.operator_pods_gone("lvms's Pods gone", Duration::from_secs(300))
+        .await;
     let left = c.on_node(probe, LEFTOVERS).await;
     assert_eq!(
         left.lines().collect::<Vec<_>>(),
