@@ -6,6 +6,7 @@
 //! of the node's volumes; each step's journal object is its LogicalVolume, so
 //! `lvms journal inspect --object` tells one volume's story.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
@@ -23,9 +24,10 @@ use crate::api::quantity::format_binary;
 use crate::api::topolvm::{CAPACITY_ANNOTATION_PREFIX, CREATED_BY_LABEL, NODE_FINALIZER};
 use crate::api::{LOGICAL_VOLUME_FINALIZER, LogicalVolume};
 use crate::kube::apply::unit_error;
-use crate::node::lvmd_config::LvmdConfig;
+use crate::node::lvmd_config::{LvmdConfig, LvmdDeviceClass};
 use crate::node::report::{parse_lvs, parse_vgs};
 use crate::node::volume::actions::VolumeAction as A;
+use crate::node::volume::anticipate::anticipate;
 use crate::node::volume::capacity::{self as volume_capacity, ClassObservation};
 use crate::node::volume::commands as cmd;
 use crate::node::volume::plan::{HostView, Plan, StatusWrite, VolumeView, plan, resolve_class};
@@ -55,22 +57,22 @@ pub struct VolumesUnit {
 /// What the planner sees of the node for `view`: its class's VG as observed and its source's
 /// volume id. A VG that could not be read decides nothing (an error); an unknown class has
 /// nothing on disk to look at (the planner refuses it).
-pub(super) fn host_view(
-    config: &LvmdConfig,
-    observed: &Observed,
+pub(super) fn host_view<'a>(
+    config: &'a LvmdConfig,
+    observed: &'a Observed,
     view: &VolumeView,
     all: &[Arc<LogicalVolume>],
-) -> Result<HostView, UnitError> {
+) -> Result<HostView<'a>, UnitError> {
     let class = resolve_class(config, &view.device_class).ok();
-    let obs = match class.map(|c| observed.get(&c.name)) {
-        Some(Some(Ok(o))) => o.clone(),
+    let (lvs, vg_free): (&[_], u64) = match class.map(|c| observed.get(&c.name)) {
+        Some(Some(Ok(o))) => (&o.lvs, o.vg_free),
         Some(Some(Err(e))) => return Err(e.unit_error()),
-        _ => ClassObservation::default(),
+        _ => (&[], 0),
     };
     Ok(HostView {
-        config: config.clone(),
-        lvs: obs.lvs,
-        vg_free: obs.vg_free,
+        config: Cow::Borrowed(config),
+        lvs: Cow::Borrowed(lvs),
+        vg_free,
         source_volume_id: view
             .source
             .as_deref()
@@ -91,6 +93,38 @@ impl VgUnreadable {
     /// read's message.
     pub(super) fn unit_error(&self) -> UnitError {
         UnitError::retryable("VolumeGroupUnreadable", self.0.message.clone())
+    }
+}
+
+/// Where a volume's round ended.
+enum Advanced {
+    /// At its plan's end (or out of steps); `lost`: its LV is missing from disk.
+    Finished { lost: bool },
+    /// After a host step: its next decision waits for the VG to be read (the object as last
+    /// written).
+    Waiting(Box<LogicalVolume>),
+}
+
+/// One round of a pass: each class as observed, or as anticipated since its host steps
+/// (`stale`: the classes to read again before any volume that stepped decides again).
+struct Round {
+    observed: Observed,
+    stale: BTreeSet<String>,
+}
+
+impl Round {
+    /// A host step on `class` succeeded: later plans of the round see what it did.
+    fn changed(
+        &mut self,
+        class: &LvmdDeviceClass,
+        action: A,
+        view: &VolumeView,
+        source: Option<&str>,
+    ) {
+        if let Some(Ok(obs)) = self.observed.get_mut(&class.name) {
+            anticipate(obs, class, action, view, source);
+        }
+        self.stale.insert(class.name.clone());
     }
 }
 
@@ -188,55 +222,134 @@ impl VolumesUnit {
         v
     }
 
-    /// One LogicalVolume to its plan's end (or the step budget). Returns the object as last
-    /// written and whether its LV is missing.
-    async fn drive(
+    /// One LogicalVolume as far as this round takes it: its API steps (finalizer, status) run
+    /// on, its first host step ends its round (the VG is read once after every volume's step:
+    /// the next round plans from that). `budget`: the steps it may still take this pass.
+    async fn advance(
         &self,
         steps: &Steps,
         config: &LvmdConfig,
-        observed: &mut Observed,
+        round: &mut Round,
+        all: &[Arc<LogicalVolume>],
         mut lv: LogicalVolume,
-    ) -> Result<bool, UnitError> {
-        let all = self.volumes();
-        for _ in 0..MAX_STEPS_PER_VOLUME {
+        budget: &mut usize,
+    ) -> Result<Advanced, UnitError> {
+        while *budget > 0 {
+            *budget -= 1;
             let view = view_of(&lv);
             let class = resolve_class(config, &view.device_class).ok();
-            let host = host_view(config, observed, &view, &all)?;
+            let host = host_view(config, &round.observed, &view, all)?;
             let object = object_ref(&lv);
-            match plan(&view, &host) {
-                Plan::Done => return Ok(false),
+            let next = plan(&view, &host);
+            let source = match host.source_volume_id {
+                Some(Ok(id)) => Some(id),
+                _ => None,
+            };
+            match next {
+                Plan::Done => return Ok(Advanced::Finished { lost: false }),
                 Plan::Missing(message) => {
                     warn!(volume = %view.name, %message, "volume lost from disk");
-                    return Ok(true);
+                    return Ok(Advanced::Finished { lost: true });
                 }
                 Plan::AddFinalizer => lv = self.add_finalizer(steps, object, &lv).await?,
                 Plan::RemoveFinalizer => {
                     self.remove_finalizer(steps, object, &lv).await?;
-                    return Ok(false);
+                    return Ok(Advanced::Finished { lost: false });
                 }
                 Plan::Status(write) => lv = self.write_status(steps, object, &lv, write).await?,
                 Plan::Host { action, argv } => {
                     let ran = self.host_step(steps, object.clone(), action, argv).await;
-                    // The class's VG as the command left it.
-                    if let Some(c) = class {
-                        self.refresh(observed, &c.name, &c.volume_group).await;
+                    let Some(c) = class else {
+                        ran?;
+                        return Ok(Advanced::Waiting(Box::new(lv)));
+                    };
+                    let Err(e) = ran else {
+                        // The other volumes of the class plan from what this step did; this
+                        // one waits for the VG as lvm2 reports it.
+                        round.changed(c, action, &view, source.as_deref());
+                        return Ok(Advanced::Waiting(Box::new(lv)));
+                    };
+                    // A failure is read at once: the repair decides from lvm2's own view.
+                    self.refresh(&mut round.observed, &c.name, &c.volume_group)
+                        .await;
+                    round.stale.remove(&c.name);
+                    let handed_out = view.volume_id.is_some();
+                    if !self
+                        .repair_thin(
+                            steps,
+                            &object,
+                            c,
+                            &mut round.observed,
+                            action,
+                            &view.uid,
+                            handed_out,
+                            &e,
+                        )
+                        .await?
+                    {
+                        return Err(e);
                     }
-                    if let (Err(e), Some(c)) = (&ran, class) {
-                        let handed_out = view.volume_id.is_some();
-                        if self
-                            .repair_thin(
-                                steps, &object, c, observed, action, &view.uid, handed_out, e,
-                            )
-                            .await?
-                        {
-                            continue;
-                        }
-                    }
-                    ran?;
                 }
             }
         }
-        Ok(false)
+        Ok(Advanced::Finished { lost: false })
+    }
+
+    /// Every volume of the node in rounds: each round takes every unfinished volume up to its
+    /// next host step, then reads each VG those steps changed once. Returns (volumes in sync,
+    /// missing from disk) or the first volume's failure (the others went on).
+    async fn drive_all(
+        &self,
+        steps: &Steps,
+        config: &LvmdConfig,
+        observed: Observed,
+    ) -> (Observed, usize, usize, Option<UnitError>) {
+        let all = self.volumes();
+        let mut round = Round {
+            observed,
+            stale: BTreeSet::new(),
+        };
+        let (mut ok, mut missing, mut first_err) = (0usize, 0usize, None);
+        let mut pending: Vec<(LogicalVolume, usize)> = all
+            .iter()
+            .map(|lv| (lv.as_ref().clone(), MAX_STEPS_PER_VOLUME))
+            .collect();
+        while !pending.is_empty() {
+            let mut waiting = Vec::new();
+            for (lv, mut budget) in pending {
+                let name = lv.metadata.name.clone();
+                match self
+                    .advance(steps, config, &mut round, &all, lv, &mut budget)
+                    .await
+                {
+                    Ok(Advanced::Finished { lost }) => {
+                        ok += 1;
+                        missing += usize::from(lost);
+                    }
+                    // Out of steps: the next pass tries again (the plan is not converging).
+                    Ok(Advanced::Waiting(_)) if budget == 0 => ok += 1,
+                    Ok(Advanced::Waiting(lv)) => waiting.push((*lv, budget)),
+                    // One volume's failure does not hold the others back; the pass reports it.
+                    Err(e) => {
+                        warn!(volume = ?name, error = %e.message, "volume step failed");
+                        first_err.get_or_insert(e);
+                    }
+                }
+            }
+            self.read_changed(config, &mut round).await;
+            pending = waiting;
+        }
+        (round.observed, ok, missing, first_err)
+    }
+
+    /// Each VG this round's steps changed, read once.
+    async fn read_changed(&self, config: &LvmdConfig, round: &mut Round) {
+        for name in std::mem::take(&mut round.stale) {
+            if let Some(c) = config.device_class(&name) {
+                self.refresh(&mut round.observed, &c.name, &c.volume_group)
+                    .await;
+            }
+        }
     }
 
     pub(super) async fn host_step(
@@ -450,27 +563,15 @@ impl VolumesUnit {
         };
         self.thaw_once(steps, &config).await?;
         let mut observed = self.observe(&config).await;
-        let (mut ok, mut missing, mut first_err) = (0usize, 0usize, None);
+        let mut first_err = None;
         // Volume group snapshots first (their members wait for them), then every volume: the
         // members of a group just taken are finished (access, status) in this pass too.
         if let Err(e) = self.groups(steps, &config, &mut observed).await {
             first_err.get_or_insert(e);
         }
-        for lv in self.volumes() {
-            match self
-                .drive(steps, &config, &mut observed, lv.as_ref().clone())
-                .await
-            {
-                Ok(lost) => {
-                    ok += 1;
-                    missing += usize::from(lost);
-                }
-                // One volume's failure does not hold the others back; the pass reports it.
-                Err(e) => {
-                    warn!(volume = ?lv.metadata.name, error = %e.message, "volume step failed");
-                    first_err.get_or_insert(e);
-                }
-            }
+        let (observed, ok, missing, failed) = self.drive_all(steps, &config, observed).await;
+        if let Some(e) = failed {
+            first_err.get_or_insert(e);
         }
         self.publish_capacity(steps, &config, &observed).await?;
         if let Some(e) = first_err {

@@ -3,6 +3,7 @@
 //! the dm gates and group holds that make group snapshots consistent.
 
 pub mod actions;
+pub mod anticipate;
 pub mod capacity;
 pub mod commands;
 pub mod gate;

@@ -2,6 +2,8 @@
 //! as one pure decision): one step per call, from the object and what lvm2 reports. The actor
 //! runs the step, observes again and asks again until the answer is [`Plan::Done`].
 
+use std::borrow::Cow;
+
 use tonic::Code;
 
 use crate::node::commands::CommandError;
@@ -35,12 +37,13 @@ pub struct VolumeView {
     pub group: Option<String>,
 }
 
-/// The node as one pass observed it.
+/// The node as one pass observed it, borrowed from the pass (a pass plans every volume of the
+/// node against the same observation: a copy per volume would make a pass quadratic in them).
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct HostView {
-    pub config: LvmdConfig,
+pub struct HostView<'a> {
+    pub config: Cow<'a, LvmdConfig>,
     /// Every LV of the class's VG (empty when the class is unknown).
-    pub lvs: Vec<LvRow>,
+    pub lvs: Cow<'a, [LvRow]>,
     pub vg_free: u64,
     /// For a snapshot or clone: the source LogicalVolume's volume id, or why there is none.
     pub source_volume_id: Option<Result<String, SourceError>>,

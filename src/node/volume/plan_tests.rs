@@ -52,10 +52,10 @@ fn row(name: &str, attr: &str, size: u64, pool: Option<&str>) -> LvRow {
     }
 }
 
-fn host_view(lvs: Vec<LvRow>, vg_free: u64) -> HostView {
+fn host_view(lvs: Vec<LvRow>, vg_free: u64) -> HostView<'static> {
     HostView {
-        config: config(),
-        lvs,
+        config: Cow::Owned(config()),
+        lvs: Cow::Owned(lvs),
         vg_free,
         source_volume_id: None,
     }
@@ -234,19 +234,22 @@ fn snapshots_need_a_thin_source_on_this_node_and_get_their_access() {
     );
     // Made: a read-only snapshot gets -p r, then its status.
     h.lvs
+        .to_mut()
         .push(row("uid-1", "Vwi---tz-k", 1 << 30, Some("pool")));
     assert_eq!(argv_of(&plan(&v, &h)), "/usr/sbin/lvchange -p r vg2/uid-1");
-    h.lvs.pop();
+    h.lvs.to_mut().pop();
     // Read-only but inactive in an active pool: activated first (a killed lvcreate's LV
     // without its device would fail here, not in the Pod's publish), then reported.
     h.lvs
+        .to_mut()
         .push(row("uid-1", "Vri---tz-k", 1 << 30, Some("pool")));
     assert_eq!(
         argv_of(&plan(&v, &h)),
         "/usr/sbin/lvchange -a y -K vg2/uid-1"
     );
-    h.lvs.pop();
+    h.lvs.to_mut().pop();
     h.lvs
+        .to_mut()
         .push(row("uid-1", "Vri-a-tz-k", 1 << 30, Some("pool")));
     assert!(matches!(
         plan(&v, &h),
@@ -256,22 +259,24 @@ fn snapshots_need_a_thin_source_on_this_node_and_get_their_access() {
     let mut restore = v.clone();
     restore.access_type = Some("rw".into());
     restore.size = Some(2 << 30);
-    h.lvs.pop();
+    h.lvs.to_mut().pop();
     h.lvs
+        .to_mut()
         .push(row("uid-1", "Vwi---tz--", 1 << 30, Some("pool")));
     assert_eq!(
         argv_of(&plan(&restore, &h)),
         "/usr/sbin/lvresize -L 2147483648b vg2/uid-1"
     );
-    h.lvs.pop();
+    h.lvs.to_mut().pop();
     h.lvs
+        .to_mut()
         .push(row("uid-1", "Vwi---tz--", 2 << 30, Some("pool")));
     assert_eq!(
         argv_of(&plan(&restore, &h)),
         "/usr/sbin/lvchange -k n -a y vg2/uid-1"
     );
     // With activation off (the pool inactive) the status is written without it.
-    h.lvs[0] = row("pool", "twi---tz--", 1 << 30, None);
+    h.lvs.to_mut()[0] = row("pool", "twi---tz--", 1 << 30, None);
     assert!(matches!(
         plan(&restore, &h),
         Plan::Status(StatusWrite::Ready { .. })
@@ -331,7 +336,7 @@ fn a_thin_volume_found_inactive_is_activated_before_it_is_handed_out() {
     ));
     assert_eq!(argv_of(&p), "/usr/sbin/lvchange -a y -K vg2/uid-1");
     // Active: adopted as it is.
-    h.lvs[1] = row("uid-1", "Vwi-a-tz--", 1 << 30, Some("pool"));
+    h.lvs.to_mut()[1] = row("uid-1", "Vwi-a-tz--", 1 << 30, Some("pool"));
     assert_eq!(
         plan(&v, &h),
         Plan::Status(StatusWrite::Ready {
@@ -340,8 +345,8 @@ fn a_thin_volume_found_inactive_is_activated_before_it_is_handed_out() {
         })
     );
     // Activation off (the pool inactive): nothing to ask, adopted as it is.
-    h.lvs[0] = row("pool", "twi---tz--", 4 << 30, None);
-    h.lvs[1] = row("uid-1", "Vwi---tz--", 1 << 30, Some("pool"));
+    h.lvs.to_mut()[0] = row("pool", "twi---tz--", 4 << 30, None);
+    h.lvs.to_mut()[1] = row("uid-1", "Vwi---tz--", 1 << 30, Some("pool"));
     assert!(matches!(
         plan(&v, &h),
         Plan::Status(StatusWrite::Ready { .. })
@@ -349,6 +354,6 @@ fn a_thin_volume_found_inactive_is_activated_before_it_is_handed_out() {
     // A volume already handed out is never re-planned this way.
     v.volume_id = Some("uid-1".into());
     v.current_size = Some(1 << 30);
-    h.lvs[0] = row("pool", "twi-aotz--", 4 << 30, None);
+    h.lvs.to_mut()[0] = row("pool", "twi-aotz--", 4 << 30, None);
     assert_eq!(plan(&v, &h), Plan::Done);
 }
