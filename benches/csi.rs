@@ -5,13 +5,18 @@
 //!   sudo cargo bench --bench csi        # root: loop devices and lvm2
 //!
 //! One control plane (etcd, kube-apiserver, kube-controller-manager with the PV binder and
-//! protection controllers), one node with a thick ext4 class on an 8 GiB sparse loop disk
+//! protection controllers), one node with a thick ext4 class on a sparse loop disk (`LVMS_BENCH_DISK_MIB`, 32 GiB)
 //! (lvm2 with activation off and no udev, as in the tests: lvcreate is metadata-only here, so
 //! on a real node the host share is larger still). Measured:
 //! - **sequential**: `LVMS_BENCH_SEQ` (20) claims of 32Mi, each created once the previous one is
 //!   Bound; latency = create → `status.phase=Bound` seen (polled every 5 ms);
 //! - **concurrent**: `LVMS_BENCH_CONCURRENT` (100) claims created back to back; each one's
 //!   latency from its own create to Bound (the list polled every 20 ms);
+//! - **delete**: the concurrent claims deleted back to back; latency = delete → PV gone;
+//! - **a full node**: `LVMS_BENCH_PRELOAD` (500) more claims made (in storms of the concurrent
+//!   size), then the concurrent storm again: per-claim cost against the empty node's (the disk,
+//!   `LVMS_BENCH_DISK_MIB`, 32 GiB sparse, holds them);
+//! - lvm2 commands per claim, from vg-manager's pass lines;
 //! - **lvms's share** of the node-side path: vg-manager logs one `volumes pass` line per pass
 //!   (took, host command time, the rest being lvms: journal appends with their fsyncs, API
 //!   writes, decisions); summed over the sequential phase.
@@ -27,7 +32,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolumeClaim};
+use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim};
 use k8s_openapi::api::storage::v1::CSINode;
 use kube::Client;
 use kube::api::{Api, Patch, PatchParams, PostParams};
@@ -109,6 +114,8 @@ async fn bench() -> Result<()> {
     }
     let sequential = env_list("LVMS_BENCH_SEQ", &[20])[0];
     let concurrent = env_list("LVMS_BENCH_CONCURRENT", &[100])[0];
+    let preload = env_list("LVMS_BENCH_PRELOAD", &[500])[0];
+    let disk_mib = env_list("LVMS_BENCH_DISK_MIB", &[32768])[0];
     let bin = lvms_bin();
     let work = std::env::temp_dir()
         .join("lvms-bench-csi")
@@ -122,7 +129,7 @@ async fn bench() -> Result<()> {
     lvms_testkit::dev::crds::install_crds(&client, Duration::from_secs(60)).await?;
     setup(&client).await?;
 
-    let disk = Disk::new(&work.join("disks"), "d0", 8192);
+    let disk = Disk::new(&work.join("disks"), "d0", disk_mib as u64);
     let op = OperatorProcess::start(&OperatorOptions {
         bin: bin.clone(),
         kubeconfig: cp.kubeconfig.clone(),
@@ -209,57 +216,71 @@ async fn bench() -> Result<()> {
     let split = passes(&vm.log_text()[log_before..]);
     seq.sort();
 
-    // Concurrent.
-    let mut created = BTreeMap::new();
-    for i in 0..concurrent {
-        let name = format!("par-{i:03}");
-        pvcs.create(&PostParams::default(), &claim(&name)).await?;
-        created.insert(name, Instant::now());
+    // Concurrent, on a node holding only the warm-up and sequential claims.
+    let empty = storm(&pvcs, &vm, "par", concurrent).await?;
+    // Their delete: each claim's PV gone (csi-provisioner's DeleteVolume, the node's lvremove).
+    let deleted = delete_all(&client, &pvcs, &vm, "par").await?;
+    // The same storm on a node that already holds `preload` volumes, made in storms of
+    // `concurrent`, after which the per-claim cost should not have grown with them.
+    let mut made = 0;
+    while made < preload {
+        let n = concurrent.min(preload - made);
+        storm(&pvcs, &vm, &format!("pre{made:04}"), n).await?;
+        made += n;
     }
-    let mut bound: BTreeMap<String, Duration> = BTreeMap::new();
-    let started = Instant::now();
-    while bound.len() < concurrent {
-        for c in pvcs.list(&Default::default()).await?.items {
-            let name = c.metadata.name.clone().unwrap_or_default();
-            let Some(t) = created.get(&name) else {
-                continue;
-            };
-            if !bound.contains_key(&name)
-                && c.status.and_then(|s| s.phase).as_deref() == Some("Bound")
-            {
-                bound.insert(name, t.elapsed());
-            }
-        }
-        if started.elapsed() > TIMEOUT {
-            return Err(format!("{} of {concurrent} bound", bound.len()).into());
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let all = started.elapsed();
-    let mut par: Vec<Duration> = bound.into_values().collect();
-    par.sort();
+    let full = if preload > 0 {
+        Some(storm(&pvcs, &vm, "full", concurrent).await?)
+    } else {
+        None
+    };
 
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "| claims | p50 create → Bound ms | p99 ms | max ms | all bound ms |"
+        "| claims | p50 create → Bound ms | p99 ms | max ms | all bound ms | lvm2 commands per claim | vg-manager passes |"
     );
-    let _ = writeln!(out, "|---|---:|---:|---:|---:|");
+    let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|");
     let _ = writeln!(
         out,
-        "| 1 at a time ({sequential}) | {:.1} | {:.1} | {:.1} | |",
+        "| 1 at a time ({sequential}) | {:.1} | {:.1} | {:.1} | | {:.1} | {} |",
         ms(percentile(&seq, 0.5)),
         ms(percentile(&seq, 0.99)),
-        ms(*seq.last().unwrap_or(&Duration::ZERO))
+        ms(*seq.last().unwrap_or(&Duration::ZERO)),
+        split.commands as f64 / sequential.max(1) as f64,
+        split.passes,
     );
-    let _ = writeln!(
-        out,
-        "| {concurrent} at once | {:.1} | {:.1} | {:.1} | {:.1} |",
-        ms(percentile(&par, 0.5)),
-        ms(percentile(&par, 0.99)),
-        ms(*par.last().unwrap_or(&Duration::ZERO)),
-        ms(all)
-    );
+    let mut row = |what: String, s: &Storm| {
+        let _ = writeln!(
+            out,
+            "| {what} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {} |",
+            ms(percentile(&s.latencies, 0.5)),
+            ms(percentile(&s.latencies, 0.99)),
+            ms(*s.latencies.last().unwrap_or(&Duration::ZERO)),
+            ms(s.all),
+            s.split.commands as f64 / s.latencies.len().max(1) as f64,
+            s.split.passes,
+        );
+    };
+    row(format!("{concurrent} at once"), &empty);
+    row(format!("delete of {concurrent} (→ PV gone)"), &deleted);
+    if let Some(full) = &full {
+        row(
+            format!(
+                "{concurrent} at once, {} volumes already on the node",
+                preload + sequential + 1
+            ),
+            full,
+        );
+    }
+    if let Some(full) = &full {
+        let _ = writeln!(
+            out,
+            "\nPer claim on the full node vs the empty one: p50 **{:.2}×**, all bound **{:.2}×**.",
+            percentile(&full.latencies, 0.5).as_secs_f64()
+                / percentile(&empty.latencies, 0.5).as_secs_f64().max(1e-9),
+            full.all.as_secs_f64() / empty.all.as_secs_f64().max(1e-9),
+        );
+    }
     let _ = writeln!(
         out,
         "\nvg-manager's volumes passes over the {sequential} sequential claims: {} passes, {:.1} ms in all = host commands {:.1} ms ({} commands) + lvms {:.1} ms (**{:.1} %**)",
@@ -275,6 +296,112 @@ async fn bench() -> Result<()> {
     drop(cp);
     drop(disk);
     Ok(())
+}
+
+/// A storm's figures: each claim's latency (sorted), the time until the last, vg-manager's
+/// passes meanwhile.
+struct Storm {
+    latencies: Vec<Duration>,
+    all: Duration,
+    split: Split,
+}
+
+/// `n` claims created back to back; each one's latency from its own create to Bound (the list
+/// polled every 20 ms).
+async fn storm(
+    pvcs: &Api<PersistentVolumeClaim>,
+    vm: &OperatorProcess,
+    prefix: &str,
+    n: usize,
+) -> Result<Storm> {
+    let log_before = vm.log_text().len();
+    let mut created = BTreeMap::new();
+    for i in 0..n {
+        let name = format!("{prefix}-{i:03}");
+        pvcs.create(&PostParams::default(), &claim(&name)).await?;
+        created.insert(name, Instant::now());
+    }
+    let mut bound: BTreeMap<String, Duration> = BTreeMap::new();
+    let started = Instant::now();
+    while bound.len() < n {
+        for c in pvcs.list(&Default::default()).await?.items {
+            let name = c.metadata.name.clone().unwrap_or_default();
+            let Some(t) = created.get(&name) else {
+                continue;
+            };
+            if !bound.contains_key(&name)
+                && c.status.and_then(|s| s.phase).as_deref() == Some("Bound")
+            {
+                bound.insert(name, t.elapsed());
+            }
+        }
+        if started.elapsed() > TIMEOUT {
+            return Err(format!("{prefix}: {} of {n} bound", bound.len()).into());
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let all = started.elapsed();
+    let mut latencies: Vec<Duration> = bound.into_values().collect();
+    latencies.sort();
+    Ok(Storm {
+        latencies,
+        all,
+        split: passes(&vm.log_text()[log_before..]),
+    })
+}
+
+/// Every claim named `<prefix>-*` deleted back to back; each one's latency from its delete
+/// until its PV is gone.
+async fn delete_all(
+    client: &Client,
+    pvcs: &Api<PersistentVolumeClaim>,
+    vm: &OperatorProcess,
+    prefix: &str,
+) -> Result<Storm> {
+    let log_before = vm.log_text().len();
+    let pvs: Api<PersistentVolume> = Api::all(client.clone());
+    let mut deleted = BTreeMap::new();
+    for c in pvcs.list(&Default::default()).await?.items {
+        let name = c.metadata.name.clone().unwrap_or_default();
+        if !name.starts_with(&format!("{prefix}-")) {
+            continue;
+        }
+        let pv = c
+            .spec
+            .and_then(|s| s.volume_name)
+            .ok_or_else(|| format!("{name} has no PV"))?;
+        pvcs.delete(&name, &Default::default()).await?;
+        deleted.insert(pv, Instant::now());
+    }
+    let n = deleted.len();
+    let mut gone: BTreeMap<String, Duration> = BTreeMap::new();
+    let started = Instant::now();
+    while gone.len() < n {
+        let present: std::collections::BTreeSet<String> = pvs
+            .list(&Default::default())
+            .await?
+            .items
+            .into_iter()
+            .filter_map(|p| p.metadata.name)
+            .collect();
+        for (pv, t) in &deleted {
+            if !present.contains(pv) && !gone.contains_key(pv) {
+                gone.insert(pv.clone(), t.elapsed());
+            }
+        }
+        if started.elapsed() > TIMEOUT {
+            return Err(format!("{prefix}: {} of {n} PVs gone", gone.len()).into());
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let all = started.elapsed();
+    let mut latencies: Vec<Duration> = gone.into_values().collect();
+    latencies.sort();
+    Ok(Storm {
+        latencies,
+        all,
+        split: passes(&vm.log_text()[log_before..]),
+    })
 }
 
 /// One claim: created, polled until Bound; its latency.

@@ -41,6 +41,17 @@ pub const UNIT: &str = "volumes";
 /// more means the plan is not converging, and the next pass tries again.
 const MAX_STEPS_PER_VOLUME: usize = 8;
 
+/// Host steps a round runs back to back before the VG is read and the volumes that stepped
+/// are finished: enough to make the read a small share (two commands per sixteen), few enough
+/// that the first claims of a storm of hundreds are answered within the sidecars' 10 s
+/// CreateVolume timeout rather than all at the end.
+const MAX_HOST_STEPS_PER_ROUND: usize = 16;
+
+/// Rounds during which volumes written after the pass began join it (32 × 16 host steps):
+/// past that, they wait for the next pass, so a pass under an endless stream still ends and
+/// publishes the node's capacity.
+const JOINING_ROUNDS: usize = 32;
+
 pub struct VolumesUnit {
     pub ctx: Arc<NodeCtx>,
     /// This node's LogicalVolumes (watched with `spec.nodeName=<node>`).
@@ -110,6 +121,25 @@ enum Advanced {
 struct Round {
     observed: Observed,
     stale: BTreeSet<String>,
+}
+
+/// The volumes of `all` not yet taken into this pass, appended to `pending` with a full budget.
+fn join_new(
+    all: &[Arc<LogicalVolume>],
+    taken: &mut BTreeSet<String>,
+    pending: &mut Vec<(LogicalVolume, usize)>,
+) {
+    for lv in all {
+        let key = lv
+            .metadata
+            .uid
+            .clone()
+            .or_else(|| lv.metadata.name.clone())
+            .unwrap_or_default();
+        if taken.insert(key) {
+            pending.push((lv.as_ref().clone(), MAX_STEPS_PER_VOLUME));
+        }
+    }
 }
 
 impl Round {
@@ -209,7 +239,7 @@ impl VolumesUnit {
             })
     }
 
-    /// This node's LogicalVolumes, by name (the watch is filtered server-side; the check here
+    /// This node's LogicalVolumes, oldest first (the watch is filtered server-side; the check here
     /// keeps a volume of another node out even if the filter were dropped).
     pub(super) fn volumes(&self) -> Vec<Arc<LogicalVolume>> {
         let mut v: Vec<_> = self
@@ -218,7 +248,13 @@ impl VolumesUnit {
             .into_iter()
             .filter(|l| l.spec.node_name == self.ctx.node)
             .collect();
-        v.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+        // Oldest first: in a storm the claims asked first are answered first.
+        v.sort_by(|a, b| {
+            let created = |l: &LogicalVolume| l.metadata.creation_timestamp.clone();
+            created(a)
+                .cmp(&created(b))
+                .then_with(|| a.metadata.name.cmp(&b.metadata.name))
+        });
         v
     }
 
@@ -304,19 +340,22 @@ impl VolumesUnit {
         config: &LvmdConfig,
         observed: Observed,
     ) -> (Observed, usize, usize, Option<UnitError>) {
-        let all = self.volumes();
+        let mut all = self.volumes();
         let mut round = Round {
             observed,
             stale: BTreeSet::new(),
         };
         let (mut ok, mut missing, mut first_err) = (0usize, 0usize, None);
-        let mut pending: Vec<(LogicalVolume, usize)> = all
-            .iter()
-            .map(|lv| (lv.as_ref().clone(), MAX_STEPS_PER_VOLUME))
-            .collect();
+        let mut taken: BTreeSet<String> = BTreeSet::new();
+        let mut pending: Vec<(LogicalVolume, usize)> = Vec::new();
+        join_new(&all, &mut taken, &mut pending);
+        let mut rounds = 0;
         while !pending.is_empty() {
+            rounds += 1;
             let mut waiting = Vec::new();
-            for (lv, mut budget) in pending {
+            let mut steps_taken = 0;
+            let mut rest = pending.into_iter();
+            for (lv, mut budget) in rest.by_ref() {
                 let name = lv.metadata.name.clone();
                 match self
                     .advance(steps, config, &mut round, &all, lv, &mut budget)
@@ -328,16 +367,30 @@ impl VolumesUnit {
                     }
                     // Out of steps: the next pass tries again (the plan is not converging).
                     Ok(Advanced::Waiting(_)) if budget == 0 => ok += 1,
-                    Ok(Advanced::Waiting(lv)) => waiting.push((*lv, budget)),
+                    Ok(Advanced::Waiting(lv)) => {
+                        waiting.push((*lv, budget));
+                        steps_taken += 1;
+                    }
                     // One volume's failure does not hold the others back; the pass reports it.
                     Err(e) => {
                         warn!(volume = ?name, error = %e.message, "volume step failed");
                         first_err.get_or_insert(e);
                     }
                 }
+                if steps_taken >= MAX_HOST_STEPS_PER_ROUND {
+                    break;
+                }
             }
+            // The volumes that stepped go first next round (their statuses), then the rest.
+            waiting.extend(rest);
             self.read_changed(config, &mut round).await;
             pending = waiting;
+            // Volumes written since the pass began join it (a storm's later claims wait one
+            // round, not a whole pass), for a bounded number of rounds so a pass always ends.
+            if rounds < JOINING_ROUNDS {
+                all = self.volumes();
+                join_new(&all, &mut taken, &mut pending);
+            }
         }
         (round.observed, ok, missing, first_err)
     }

@@ -150,24 +150,38 @@ async fn vg_manager_killed_mid_batch_creates_each_volume_once() {
     ];
     let mut ids = Vec::new();
     for (round, point) in points.iter().enumerate() {
-        let made = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-        let (out, class) = (made.clone(), class.clone());
-        killed_at(&mut n, point, move |ctl| async move {
-            let tasks: Vec<_> = (0..10)
-                .map(|i| {
-                    let req = create_request(&format!("pvc-batch-{round}-{i}"), 32 * MIB, &class);
-                    tokio::spawn(create_until_ok(ctl.clone(), req))
-                })
-                .collect();
-            for t in tasks {
-                let id = t.await.expect("a create task");
-                out.lock().unwrap().push(id);
-            }
+        // vg-manager away while the controller writes the storm's LogicalVolumes: its first
+        // pass back has all ten to make, and dies in the middle of them.
+        n.stop_vg_manager();
+        let ctl = n.controller().await;
+        let tasks: Vec<_> = (0..10)
+            .map(|i| {
+                let req = create_request(&format!("pvc-batch-{round}-{i}"), 32 * MIB, &class);
+                tokio::spawn(create_until_ok(ctl.clone(), req))
+            })
+            .collect();
+        let want = 10 * (round + 1);
+        let lvs = n.logical_volumes();
+        lvms_testkit::eventually(Duration::from_secs(60), || async {
+            let items = lvs.list(&Default::default()).await.ok()?.items;
+            (items.len() >= want).then_some(())
         })
-        .await;
-        let made = made.lock().unwrap().clone();
-        assert_eq!(made.len(), 10, "{point}");
-        ids.extend(made);
+        .await
+        .unwrap_or_else(|| panic!("{point}: the controller did not write {want} LogicalVolumes"));
+        n.restart_vg_manager(&[("LVMS_CRASH_AT", point)]);
+        let vgm = n.vgm.as_mut().expect("vg-manager");
+        let status = vgm
+            .wait_exit(Duration::from_secs(60))
+            .unwrap_or_else(|| panic!("vg-manager did not reach {point}:\n{}", vgm.log_text()));
+        assert!(
+            OperatorProcess::killed_by_sigkill(&status),
+            "vg-manager at {point} exited with {status:?}:\n{}",
+            vgm.log_text()
+        );
+        n.restart_vg_manager(&[]);
+        for t in tasks {
+            ids.push(t.await.expect("a create task"));
+        }
     }
     let mut on_disk: Vec<String> = n.lvs().into_keys().collect();
     on_disk.sort();
