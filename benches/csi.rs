@@ -11,12 +11,16 @@
 //! - **sequential**: `LVMS_BENCH_SEQ` (20) claims of 32Mi, each created once the previous one is
 //!   Bound; latency = create → `status.phase=Bound` seen (polled every 5 ms);
 //! - **concurrent**: `LVMS_BENCH_CONCURRENT` (100) claims created back to back; each one's
-//!   latency from its own create to Bound (the list polled every 20 ms);
+//!   latency from its own create to its PV created (csi-provisioner, the controller and the node
+//!   done) and to Bound (then kube-controller-manager's binder, whose client is held to its
+//!   default 20 requests/s: three writes per claim), timestamped by watches;
 //! - **delete**: the concurrent claims deleted back to back; latency = delete → PV gone;
 //! - **a full node**: `LVMS_BENCH_PRELOAD` (500) more claims made (in storms of the concurrent
 //!   size), then the concurrent storm again: per-claim cost against the empty node's (the disk,
 //!   `LVMS_BENCH_DISK_MIB`, 32 GiB sparse, holds them);
 //! - lvm2 commands per claim, from vg-manager's pass lines;
+//! - `LVMS_BENCH_KCM_QPS=<n>`: kube-controller-manager's client allowed n requests/s (default 20,
+//!   as in a cluster), to tell its binder's share of create → Bound;
 //! - **lvms's share** of the node-side path: vg-manager logs one `volumes pass` line per pass
 //!   (took, host command time, the rest being lvms: journal appends with their fsyncs, API
 //!   writes, decisions); summed over the sequential phase.
@@ -124,6 +128,15 @@ async fn bench() -> Result<()> {
     let mut opts = Options::new(work.join("cp"), Lifetime::DieWithParent);
     opts.bin_dir = lvms_testkit::dev::control_plane::bin_dir();
     opts.controller_manager = true;
+    // kube-controller-manager's client is held to 20 requests/s by default (as in a cluster):
+    // `LVMS_BENCH_KCM_QPS` raises it to show how much of create → Bound is its binder's.
+    if let Ok(qps) = std::env::var("LVMS_BENCH_KCM_QPS") {
+        let qps: u32 = qps.parse()?;
+        opts.controller_manager_args = vec![
+            format!("--kube-api-qps={qps}"),
+            format!("--kube-api-burst={}", qps.saturating_mul(2)),
+        ];
+    }
     let cp = ControlPlane::start(opts).await?;
     let client = cp.client().await?;
     lvms_testkit::dev::crds::install_crds(&client, Duration::from_secs(60)).await?;
@@ -217,7 +230,7 @@ async fn bench() -> Result<()> {
     seq.sort();
 
     // Concurrent, on a node holding only the warm-up and sequential claims.
-    let empty = storm(&pvcs, &vm, "par", concurrent).await?;
+    let empty = storm(&client, &pvcs, &vm, "par", concurrent).await?;
     // Their delete: each claim's PV gone (csi-provisioner's DeleteVolume, the node's lvremove).
     let deleted = delete_all(&client, &pvcs, &vm, "par").await?;
     // The same storm on a node that already holds `preload` volumes, made in storms of
@@ -225,11 +238,11 @@ async fn bench() -> Result<()> {
     let mut made = 0;
     while made < preload {
         let n = concurrent.min(preload - made);
-        storm(&pvcs, &vm, &format!("pre{made:04}"), n).await?;
+        storm(&client, &pvcs, &vm, &format!("pre{made:04}"), n).await?;
         made += n;
     }
     let full = if preload > 0 {
-        Some(storm(&pvcs, &vm, "full", concurrent).await?)
+        Some(storm(&client, &pvcs, &vm, "full", concurrent).await?)
     } else {
         None
     };
@@ -237,12 +250,12 @@ async fn bench() -> Result<()> {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "| claims | p50 create → Bound ms | p99 ms | max ms | all bound ms | lvm2 commands per claim | vg-manager passes |"
+        "| claims | p50 create → Bound ms | p99 ms | max ms | all bound ms | p50 create → PV ms | all PVs ms | lvm2 commands per claim | vg-manager passes |"
     );
-    let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|");
+    let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---:|---:|");
     let _ = writeln!(
         out,
-        "| 1 at a time ({sequential}) | {:.1} | {:.1} | {:.1} | | {:.1} | {} |",
+        "| 1 at a time ({sequential}) | {:.1} | {:.1} | {:.1} | | | | {:.1} | {} |",
         ms(percentile(&seq, 0.5)),
         ms(percentile(&seq, 0.99)),
         ms(*seq.last().unwrap_or(&Duration::ZERO)),
@@ -252,11 +265,21 @@ async fn bench() -> Result<()> {
     let mut row = |what: String, s: &Storm| {
         let _ = writeln!(
             out,
-            "| {what} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {} |",
+            "| {what} | {:.1} | {:.1} | {:.1} | {:.1} | {} | {} | {:.1} | {} |",
             ms(percentile(&s.latencies, 0.5)),
             ms(percentile(&s.latencies, 0.99)),
             ms(*s.latencies.last().unwrap_or(&Duration::ZERO)),
             ms(s.all),
+            if s.provisioned.is_empty() {
+                String::new()
+            } else {
+                format!("{:.1}", ms(percentile(&s.provisioned, 0.5)))
+            },
+            if s.provisioned.is_empty() {
+                String::new()
+            } else {
+                format!("{:.1}", ms(s.all_provisioned))
+            },
             s.split.commands as f64 / s.latencies.len().max(1) as f64,
             s.split.passes,
         );
@@ -275,10 +298,11 @@ async fn bench() -> Result<()> {
     if let Some(full) = &full {
         let _ = writeln!(
             out,
-            "\nPer claim on the full node vs the empty one: p50 **{:.2}×**, all bound **{:.2}×**.",
+            "\nPer claim on the full node vs the empty one: p50 create → Bound **{:.2}×**, all bound **{:.2}×**, all PVs **{:.2}×**.",
             percentile(&full.latencies, 0.5).as_secs_f64()
                 / percentile(&empty.latencies, 0.5).as_secs_f64().max(1e-9),
             full.all.as_secs_f64() / empty.all.as_secs_f64().max(1e-9),
+            full.all_provisioned.as_secs_f64() / empty.all_provisioned.as_secs_f64().max(1e-9),
         );
     }
     let _ = writeln!(
@@ -303,51 +327,134 @@ async fn bench() -> Result<()> {
 struct Storm {
     latencies: Vec<Duration>,
     all: Duration,
+    /// Create → the claim's PV created (the driver done); empty for deletes.
+    provisioned: Vec<Duration>,
+    all_provisioned: Duration,
     split: Split,
 }
 
-/// `n` claims created back to back; each one's latency from its own create to Bound (the list
-/// polled every 20 ms).
+/// `n` claims created back to back; each one's latency from its own create to its PV created
+/// (the driver's part: csi-provisioner, the controller, the node) and to Bound (then
+/// kube-controller-manager's binder), from watches that timestamp each change as it arrives
+/// (polling hundreds of claims every few ms would load the API server the figures depend on).
 async fn storm(
+    client: &Client,
     pvcs: &Api<PersistentVolumeClaim>,
     vm: &OperatorProcess,
     prefix: &str,
     n: usize,
 ) -> Result<Storm> {
+    use futures::StreamExt as _;
+    use kube::runtime::{WatchStreamExt as _, watcher};
     let log_before = vm.log_text().len();
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Seen::default()));
+    let pv_task = {
+        let (seen, pvs) = (seen.clone(), Api::<PersistentVolume>::all(client.clone()));
+        tokio::spawn(async move {
+            let mut w = watcher(pvs, watcher::Config::default())
+                .applied_objects()
+                .boxed();
+            while let Some(Ok(pv)) = w.next().await {
+                let claim = pv.spec.and_then(|s| s.claim_ref).and_then(|r| r.name);
+                if let Some(claim) = claim {
+                    seen.lock()
+                        .unwrap()
+                        .pv
+                        .entry(claim)
+                        .or_insert_with(Instant::now);
+                }
+            }
+        })
+    };
+    let pvc_task = {
+        let (seen, pvcs) = (seen.clone(), pvcs.clone());
+        tokio::spawn(async move {
+            let mut w = watcher(pvcs, watcher::Config::default())
+                .applied_objects()
+                .boxed();
+            while let Some(Ok(c)) = w.next().await {
+                if c.status.and_then(|s| s.phase).as_deref() == Some("Bound") {
+                    let name = c.metadata.name.unwrap_or_default();
+                    seen.lock()
+                        .unwrap()
+                        .bound
+                        .entry(name)
+                        .or_insert_with(Instant::now);
+                }
+            }
+        })
+    };
     let mut created = BTreeMap::new();
+    let started = Instant::now();
     for i in 0..n {
         let name = format!("{prefix}-{i:03}");
         pvcs.create(&PostParams::default(), &claim(&name)).await?;
         created.insert(name, Instant::now());
     }
-    let mut bound: BTreeMap<String, Duration> = BTreeMap::new();
-    let started = Instant::now();
-    while bound.len() < n {
-        for c in pvcs.list(&Default::default()).await?.items {
-            let name = c.metadata.name.clone().unwrap_or_default();
-            let Some(t) = created.get(&name) else {
-                continue;
+    let (bound, provisioned) = loop {
+        let done = {
+            let s = seen.lock().unwrap();
+            let of = |m: &BTreeMap<String, Instant>| -> Vec<Duration> {
+                created
+                    .iter()
+                    .filter_map(|(name, t)| m.get(name).map(|at| at.saturating_duration_since(*t)))
+                    .collect()
             };
-            if !bound.contains_key(&name)
-                && c.status.and_then(|s| s.phase).as_deref() == Some("Bound")
-            {
-                bound.insert(name, t.elapsed());
-            }
+            let (b, p) = (of(&s.bound), of(&s.pv));
+            (b.len() == n && p.len() == n).then_some((b, p))
+        };
+        if let Some(done) = done {
+            break done;
         }
         if started.elapsed() > TIMEOUT {
-            return Err(format!("{prefix}: {} of {n} bound", bound.len()).into());
+            pv_task.abort();
+            pvc_task.abort();
+            return Err(format!("{prefix}: not all {n} bound").into());
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let all = started.elapsed();
-    let mut latencies: Vec<Duration> = bound.into_values().collect();
+    };
+    pv_task.abort();
+    pvc_task.abort();
+    settle(vm).await;
+    let last = |m: &BTreeMap<String, Instant>| {
+        created
+            .keys()
+            .filter_map(|name| m.get(name))
+            .max()
+            .map(|t| t.saturating_duration_since(started))
+            .unwrap_or_default()
+    };
+    let (all, all_provisioned) = {
+        let s = seen.lock().unwrap();
+        (last(&s.bound), last(&s.pv))
+    };
+    let (mut latencies, mut provisioned) = (bound, provisioned);
     latencies.sort();
+    provisioned.sort();
     Ok(Storm {
         latencies,
         all,
+        provisioned,
+        all_provisioned,
         split: passes(&vm.log_text()[log_before..]),
     })
+}
+
+/// Waits (≤ 10 s) for vg-manager's next `volumes pass` line: the pass that finished a phase's
+/// last volume logs it once it has published the node's capacity, after the phase saw its end.
+async fn settle(vm: &OperatorProcess) {
+    let from = vm.log_text().len();
+    let t = Instant::now();
+    while !vm.log_text()[from..].contains("volumes pass") && t.elapsed() < Duration::from_secs(10) {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// When each claim was first seen with a PV naming it, and Bound.
+#[derive(Default)]
+struct Seen {
+    pv: BTreeMap<String, Instant>,
+    bound: BTreeMap<String, Instant>,
 }
 
 /// Every claim named `<prefix>-*` deleted back to back; each one's latency from its delete
@@ -395,11 +502,14 @@ async fn delete_all(
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let all = started.elapsed();
+    settle(vm).await;
     let mut latencies: Vec<Duration> = gone.into_values().collect();
     latencies.sort();
     Ok(Storm {
         latencies,
         all,
+        provisioned: Vec::new(),
+        all_provisioned: Duration::ZERO,
         split: passes(&vm.log_text()[log_before..]),
     })
 }

@@ -105,6 +105,8 @@ pub struct Options {
     /// workloads need (Deployments, DaemonSets, endpoints, node lifecycle, attach/detach,
     /// ephemeral volumes).
     pub real_nodes: bool,
+    /// More kube-controller-manager flags (a benchmark's `--kube-api-qps`).
+    pub controller_manager_args: Vec<String>,
 }
 
 impl Options {
@@ -116,6 +118,7 @@ impl Options {
             controller_manager: true,
             ready_timeout: Duration::from_secs(120),
             real_nodes: false,
+            controller_manager_args: Vec::new(),
         }
     }
 }
@@ -257,6 +260,7 @@ impl ControlPlane {
                     ),
                 ]);
             }
+            kcm.args(&opts.controller_manager_args);
             cp.spawn("kube-controller-manager", kcm)?;
         }
         if opts.real_nodes {
