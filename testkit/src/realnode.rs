@@ -527,25 +527,7 @@ impl RealNode {
 
     /// kubelet's `/metrics` (its read-only port, forwarded to the host).
     pub fn kubelet_metrics(&self) -> Result<String, String> {
-        let mut s = std::net::TcpStream::connect(("127.0.0.1", self.kubelet_port))
-            .map_err(|e| format!("kubelet's read-only port: {e}"))?;
-        s.set_read_timeout(Some(Duration::from_secs(30)))
-            .map_err(|e| e.to_string())?;
-        s.write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n")
-            .map_err(|e| e.to_string())?;
-        let mut body = String::new();
-        s.read_to_string(&mut body).map_err(|e| e.to_string())?;
-        match body.split_once("\r\n\r\n") {
-            Some((head, rest))
-                if head.starts_with("HTTP/1.0 200") || head.starts_with("HTTP/1.1 200") =>
-            {
-                Ok(rest.to_string())
-            }
-            _ => Err(format!(
-                "kubelet answered: {}",
-                crate::process::tail(&body, 5)
-            )),
-        }
+        kubelet_read_only_get(self.kubelet_port, "/metrics")
     }
 
     /// A file of the node's root disk, read with debugfs (kubelet's and containerd's logs).
@@ -558,6 +540,30 @@ impl RealNode {
         out.status
             .success()
             .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+}
+
+/// A GET of `path` on kubelet's read-only port, forwarded to the host at `port`
+/// ([`RealNode::kubelet_port`]): `/metrics`, `/stats/summary`. Blocking; the body of a 200.
+pub fn kubelet_read_only_get(port: u16, path: &str) -> Result<String, String> {
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port))
+        .map_err(|e| format!("kubelet's read-only port: {e}"))?;
+    s.set_read_timeout(Some(Duration::from_secs(30)))
+        .map_err(|e| e.to_string())?;
+    s.write_all(format!("GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").as_bytes())
+        .map_err(|e| e.to_string())?;
+    let mut body = String::new();
+    s.read_to_string(&mut body).map_err(|e| e.to_string())?;
+    match body.split_once("\r\n\r\n") {
+        Some((head, rest))
+            if head.starts_with("HTTP/1.0 200") || head.starts_with("HTTP/1.1 200") =>
+        {
+            Ok(rest.to_string())
+        }
+        _ => Err(format!(
+            "kubelet answered: {}",
+            crate::process::tail(&body, 5)
+        )),
     }
 }
 

@@ -38,7 +38,7 @@ const BLOB: &str = "seq 1 20000 >/data/blob";
 const READ: &str = "cat /data/f; md5sum /data/blob | cut -d' ' -f1";
 
 /// LVMS's tree as a user would apply it here, plus what OpenShift would have made.
-fn lvms_go_objects(c: &Ctx) -> Vec<Value> {
+pub fn lvms_go_objects(c: &Ctx) -> Vec<Value> {
     let config = lvms_go::config_dir().unwrap_or_else(|e| panic!("{e}"));
     let dir = c.dir.join("lvms-go");
     std::fs::create_dir_all(&dir).expect("overlay dir");
@@ -110,7 +110,7 @@ fn go_cluster() -> Value {
     })
 }
 
-async fn operator_ready(c: &mut Ctx, who: &str) {
+pub async fn operator_ready(c: &mut Ctx, who: &str) {
     c.until(
         &format!("{who}'s operator Pod Ready"),
         SLOW,
@@ -124,7 +124,7 @@ async fn operator_ready(c: &mut Ctx, who: &str) {
     .await;
 }
 
-async fn cluster_ready(c: &mut Ctx, who: &str) {
+pub async fn cluster_ready(c: &mut Ctx, who: &str) {
     c.until(
         &format!("the LVMCluster Ready under {who}"),
         SLOW,
