@@ -36,8 +36,16 @@ pub struct Ctx {
     pub figures: Vec<(String, f64)>,
 }
 
+/// The node's data disks: (serial, MiB).
+pub const DISKS: &[(&str, u64)] = &[(DISK_A, 2048), (DISK_B, 2048), (DISK_C, 1024)];
+
 impl Ctx {
     pub async fn start() -> Ctx {
+        Self::start_with_disks(DISKS).await
+    }
+
+    /// [`Ctx::start`] with other data disks (benches/node_versus.rs: a larger first disk).
+    pub async fn start_with_disks(disks: &[(&str, u64)]) -> Ctx {
         let t0 = Instant::now();
         let dir = std::env::temp_dir()
             .join("lvms-node-tier")
@@ -68,7 +76,7 @@ impl Ctx {
             &dir.join("snapshot-controller.log"),
         )
         .unwrap_or_else(|e| panic!("{e}"));
-        let spec = NodeSpec::new(NODE, &[(DISK_A, 2048), (DISK_B, 2048), (DISK_C, 1024)]);
+        let spec = NodeSpec::new(NODE, disks);
         let node_dir = dir.join("node");
         let cp_ref = &cp;
         let mut node = RealNode::boot(cp_ref, &images, spec, &node_dir);
