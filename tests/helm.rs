@@ -340,3 +340,62 @@ fn the_service_monitor_follows_the_prometheus_operator_api_and_matches_deploy_pr
 fn render_kustomize(dir: &str) -> Vec<Value> {
     render(&repo(dir)).unwrap_or_else(|e| panic!("{e}"))
 }
+
+/// The audit's settings reach vg-manager through the operator's `--vg-manager-command`; the
+/// `leaked` policy, and only it, lets vg-manager list PersistentVolumes.
+#[test]
+fn the_audit_policy_reaches_vg_manager_and_grants_only_what_it_needs() {
+    let chart = repo("deploy/helm/lvms");
+    let objs = |set: &[(&str, &str)]| helm_template(&chart, set).unwrap_or_else(|e| panic!("{e}"));
+    let manager_args = |objs: &[Value]| -> Vec<String> {
+        operator_deployment(objs)["spec"]["template"]["spec"]["containers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == "manager")
+            .expect("manager")["args"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|a| a.as_str().map(str::to_string))
+            .collect()
+    };
+    let lists_pvs = |objs: &[Value]| {
+        objs.iter()
+            .filter(|o| o["kind"] == "ClusterRole" && o["metadata"]["name"] == "vg-manager")
+            .flat_map(|o| o["rules"].as_array().cloned().unwrap_or_default())
+            .any(|r| {
+                r["resources"]
+                    .as_array()
+                    .is_some_and(|rs| rs.iter().any(|x| x == "persistentvolumes"))
+            })
+    };
+    let default = objs(&[]);
+    assert!(
+        !manager_args(&default)
+            .iter()
+            .any(|a| a.starts_with("--vg-manager-command")),
+        "defaults: vg-manager's own defaults"
+    );
+    assert!(
+        !lists_pvs(&default),
+        "report only: no PersistentVolume access"
+    );
+    let leaked = objs(&[("audit.repair", "leaked"), ("audit.interval", "2m")]);
+    assert!(
+        manager_args(&leaked).contains(
+            &"--vg-manager-command=/usr/bin/lvms vg-manager --audit-interval=2m --audit-repair=leaked"
+                .to_string()
+        ),
+        "{:?}",
+        manager_args(&leaked)
+    );
+    assert!(lists_pvs(&leaked));
+    let bad = helm_template(&chart, &[("audit.repair", "everything")])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        bad.contains("audit.repair") && bad.contains("none or leaked"),
+        "{bad}"
+    );
+}

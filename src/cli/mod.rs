@@ -4,6 +4,8 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+#[allow(clippy::print_stdout)]
+mod audit;
 mod crds;
 // These commands print their results on stdout: that is their output, not logging.
 #[allow(clippy::print_stdout)]
@@ -32,6 +34,8 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Orphans across the cluster: leaked and missing LVs, stale PVs, half-finished steps.
+    Audit(audit::AuditArgs),
     /// Print the CustomResourceDefinitions lvms installs, as YAML.
     Crds {
         /// Write one file per CRD (and a kustomization.yaml) into this directory instead.
@@ -55,6 +59,7 @@ pub enum Command {
 
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
+        Command::Audit(args) => audit::run(args),
         Command::Crds { out_dir } => crds::run(out_dir),
         Command::Explain(args) => explain::run(args),
         Command::Journal(cmd) => journal::run(cmd),

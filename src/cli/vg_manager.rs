@@ -88,6 +88,17 @@ pub struct VgManagerArgs {
     /// --csi-node-socket when the host directory is mounted elsewhere in the container).
     #[arg(long, env = "LVMS_KUBELET_NODE_SOCKET", default_value = crate::csi::node::service::DEFAULT_NODE_SOCKET)]
     pub kubelet_node_socket: PathBuf,
+    /// How often this node's orphan audit runs (`lvms audit`); `0s`: only when asked
+    /// (`lvms audit --now`).
+    #[arg(long, env = "LVMS_AUDIT_INTERVAL", default_value = "10m", value_parser = super::since::parse_duration)]
+    pub audit_interval: Duration,
+    /// What the audit repairs by itself: `none` (report only), or `leaked` (remove an LV the
+    /// journal proves lvms made and that no LogicalVolume and no PersistentVolume names).
+    #[arg(long, env = "LVMS_AUDIT_REPAIR", value_enum, default_value_t = crate::vgmanager::audit_unit::RepairPolicy::None)]
+    pub audit_repair: crate::vgmanager::audit_unit::RepairPolicy,
+    /// A journaled step open longer than this is reported as half-finished.
+    #[arg(long, env = "LVMS_AUDIT_OPEN_AFTER", default_value = "10m", value_parser = super::since::parse_duration)]
+    pub audit_open_after: Duration,
     #[arg(long, env = "LVMS_LOG_FORMAT", default_value = "text", value_parser = ["text", "json"])]
     pub log_format: String,
 }
@@ -125,6 +136,11 @@ pub fn run_cmd(args: VgManagerArgs) -> anyhow::Result<ExitCode> {
                 )
             }),
             restart_policy: RestartPolicy::default(),
+            audit: crate::vgmanager::audit_unit::AuditConfig {
+                interval: args.audit_interval,
+                repair: args.audit_repair,
+                open_after: args.audit_open_after,
+            },
         };
         run(client, cfg, super::signals::terminated()).await
     })

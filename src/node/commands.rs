@@ -36,7 +36,7 @@ pub const LVMDEVICES_PV_NOT_FOUND_EXIT: i32 = 5;
 
 /// Columns of the `lvs` report: LVMS `DefaultListLVColumns` plus `data_percent` for the
 /// thin-pool metrics.
-pub const LVS_COLUMNS: &str = "lv_name,vg_name,pool_lv,lv_attr,lv_size,metadata_percent,chunk_size,lv_metadata_size,sync_percent,lv_health_status,lv_layout,raid_sync_action,data_percent,thin_id";
+pub const LVS_COLUMNS: &str = "lv_name,vg_name,pool_lv,lv_attr,lv_size,metadata_percent,chunk_size,lv_metadata_size,sync_percent,lv_health_status,lv_layout,raid_sync_action,data_percent,thin_id,lv_tags";
 /// Columns of the `vgs` report: LVMS `ListVGs`'s, plus the free space and extent size a thin
 /// pool's extension is sized from (`thin::pool_extend_to`).
 pub const VGS_COLUMNS: &str = "vg_name,vg_size,vg_free,vg_extent_size,vg_tags";
@@ -480,7 +480,7 @@ mod tests {
                 "--reportformat",
                 "json",
                 "-o",
-                "lv_name,vg_name,pool_lv,lv_attr,lv_size,metadata_percent,chunk_size,lv_metadata_size,sync_percent,lv_health_status,lv_layout,raid_sync_action,data_percent,thin_id"
+                "lv_name,vg_name,pool_lv,lv_attr,lv_size,metadata_percent,chunk_size,lv_metadata_size,sync_percent,lv_health_status,lv_layout,raid_sync_action,data_percent,thin_id,lv_tags"
             ])
         );
         assert_eq!(

@@ -7,6 +7,7 @@
 //! [`vg`] decides volume groups (devices, thin pools, teardown); [`volume`] decides logical
 //! volumes (plans, capacity, gates and group holds).
 
+pub mod audit;
 pub mod commands;
 pub mod lsblk;
 pub mod lvmd_config;

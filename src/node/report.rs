@@ -112,6 +112,9 @@ pub struct LogicalVolume {
     /// A thin volume's device id in its pool (what lvm2 asks the kernel for by number): how a
     /// device the kernel has but lvm2 no longer names is told apart from a volume's.
     pub thin_id: Option<u64>,
+    /// `lv_tags` split on commas (lvms tags each volume's LV `lvms-volume`): what the audit
+    /// tells a volume lvms made from an LV someone else put in the VG.
+    pub tags: Vec<String>,
 }
 
 /// `lvs` output keeps its `report[].lv[]` nesting: validateLVs tells "no report" from "a report
@@ -218,6 +221,17 @@ struct RawLv {
     raid_sync_action: String,
     #[serde(default)]
     thin_id: String,
+    #[serde(default)]
+    lv_tags: String,
+}
+
+/// A `*_tags` column: comma-separated, empty when there are none.
+fn split_tags(raw: &str) -> Vec<String> {
+    raw.split(',')
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .map(String::from)
+        .collect()
 }
 
 fn opt(s: String) -> Option<String> {
@@ -344,6 +358,7 @@ pub fn parse_lvs(json: &str) -> Result<LvReport, ReportError> {
                 lv_health_status: opt(r.lv_health_status),
                 lv_layout: opt(r.lv_layout),
                 raid_sync_action: opt(r.raid_sync_action),
+                tags: split_tags(&r.lv_tags),
             });
         }
         reports.push(lvs);

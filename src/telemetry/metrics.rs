@@ -57,6 +57,12 @@ struct ChildLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OrphanLabels {
+    kind: String,
+    node: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct NodeLabels {
     device_class: String,
     node: String,
@@ -86,6 +92,7 @@ struct NodeGauges {
     pool_size: BytesGauges,
     pool_overprovisioned: BytesGauges,
     raid: [BytesGauges; 5],
+    orphans: Family<OrphanLabels, Gauge>,
 }
 
 /// LVMS's RAID gauges, in the order of [`RaidGauges`]' fields.
@@ -297,6 +304,20 @@ impl Metrics {
         }
     }
 
+    /// The node's last audit: one series per finding kind, zeros included.
+    pub fn set_orphans<'a>(&self, node: &str, counts: impl IntoIterator<Item = (&'a str, u64)>) {
+        let Some(n) = &self.0.node else {
+            return;
+        };
+        for (kind, count) in counts {
+            let labels = OrphanLabels {
+                kind: kind.to_string(),
+                node: node.to_string(),
+            };
+            n.orphans.get_or_create(&labels).set(bytes(count));
+        }
+    }
+
     /// Drop a device class's node gauges once its volume group is gone from the node.
     pub fn forget_volume_group(&self, device_class: &str, node: &str) {
         let Some(n) = &self.0.node else {
@@ -343,7 +364,13 @@ fn node_gauges(registry: &mut Registry) -> NodeGauges {
         pool_size: Family::default(),
         pool_overprovisioned: Family::default(),
         raid: Default::default(),
+        orphans: Family::default(),
     };
+    registry.register(
+        "lvms_orphans",
+        "Findings of the node's last orphan audit, by kind (lvms audit lists them)",
+        g.orphans.clone(),
+    );
     for ((name, help), family) in RAID_GAUGES.iter().zip(&g.raid) {
         registry.register(*name, *help, family.clone());
     }
@@ -564,6 +591,21 @@ mod tests {
         );
         drop((m, journal));
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn orphan_gauges_follow_the_last_audit() {
+        let m = Metrics::new(Process::VgManager);
+        m.set_orphans("node-a", [("leaked-lv", 2), ("missing-lv", 0)]);
+        m.set_orphans("node-a", [("leaked-lv", 1)]);
+        let e = parse(&m.encode()).unwrap();
+        let at = |k| [("kind", k), ("node", "node-a")];
+        assert_eq!(e.value("lvms_orphans", &at("leaked-lv")), Some(1.0));
+        assert_eq!(e.value("lvms_orphans", &at("missing-lv")), Some(0.0));
+        // The operator has no node gauges.
+        let op = Metrics::new(Process::Operator);
+        op.set_orphans("node-a", [("leaked-lv", 2)]);
+        assert!(!op.encode().contains("lvms_orphans"));
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! node, a registry that starts and stops them, a node-status projector, the EventPublisher)
 //! over the journal; host commands and files through [`host::HostOps`].
 
+pub mod audit_unit;
 pub mod context;
 pub mod csi_node_unit;
 pub mod events;

@@ -53,6 +53,8 @@ pub struct Config {
     /// vg-manager registers the driver with kubelet.
     pub registration: Option<(PathBuf, PathBuf)>,
     pub restart_policy: RestartPolicy,
+    /// The orphan audit's interval and repair policy.
+    pub audit: super::audit_unit::AuditConfig,
 }
 
 pub async fn run(
@@ -114,6 +116,7 @@ pub async fn run(
         node_statuses,
         logical_volumes,
         supervisor: Arc::default(),
+        audit: cfg.audit.clone(),
     };
     let wiring = core.wiring(
         Arc::new(AtomicU64::new(0)),

@@ -31,15 +31,19 @@ pub enum VgUnit {
     NodeStatus,
     /// The CSI node service's unit: its RPCs journal their steps, it replays what a crash left.
     CsiNode,
+    /// The orphan audit: lvm2, the LogicalVolumes and the journal joined, on an interval and
+    /// on request.
+    Audit,
 }
 
 impl VgUnit {
     /// The units that run for the whole process (the volume groups' come and go).
-    pub const FIXED: [VgUnit; 4] = [
+    pub const FIXED: [VgUnit; 5] = [
         VgUnit::Registry,
         VgUnit::Volumes,
         VgUnit::NodeStatus,
         VgUnit::CsiNode,
+        VgUnit::Audit,
     ];
 
     /// The journal's unit name (`vg/<name>` for a volume group: see [`VgUnit::volume_group`]).
@@ -50,6 +54,7 @@ impl VgUnit {
             VgUnit::Volumes => super::volumes::UNIT,
             VgUnit::NodeStatus => super::node_status_unit::UNIT,
             VgUnit::CsiNode => crate::csi::node::actions::UNIT,
+            VgUnit::Audit => super::audit_unit::UNIT,
         }
     }
 
@@ -73,6 +78,9 @@ impl VgUnit {
             // back and find nothing to do); the volume groups' reports wake it too.
             VgUnit::NodeStatus => &[NodeStatus],
             VgUnit::CsiNode => &[],
+            // A request is an annotation on this node's status (its own writes come back
+            // and find the audit not due).
+            VgUnit::Audit => &[NodeStatus],
         }
     }
 
@@ -152,6 +160,7 @@ pub struct UnitDeps {
     pub logical_volumes: Store<LogicalVolume>,
     /// The supervisor, once it runs: the registry starts volume groups through it.
     pub supervisor: Arc<OnceLock<ActorRef<SupervisorMsg>>>,
+    pub audit: super::audit_unit::AuditConfig,
 }
 
 impl VgUnit {
@@ -203,6 +212,15 @@ impl VgUnit {
             VgUnit::CsiNode => {
                 wiring.child(name, trigger, super::csi_node_unit::CsiNodeUnit { ctx })
             }
+            VgUnit::Audit => wiring.child(
+                name,
+                trigger,
+                super::audit_unit::AuditUnit::new(
+                    ctx,
+                    deps.logical_volumes.clone(),
+                    deps.audit.clone(),
+                ),
+            ),
         })
     }
 }
@@ -236,6 +254,7 @@ mod tests {
                 VgUnit::Volumes,
                 VgUnit::NodeStatus,
                 VgUnit::CsiNode,
+                VgUnit::Audit,
             ]
             .into_iter()
             .filter(|u| u.woken_by(source))
@@ -244,7 +263,7 @@ mod tests {
         assert_eq!(woken(Kind::LogicalVolume), [VgUnit::Volumes]);
         assert_eq!(
             woken(Kind::NodeStatus),
-            [VgUnit::Volumes, VgUnit::NodeStatus]
+            [VgUnit::Volumes, VgUnit::NodeStatus, VgUnit::Audit]
         );
         assert_eq!(
             woken(Kind::VolumeGroup),

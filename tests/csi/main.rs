@@ -5,6 +5,7 @@
 // Test code: a panic is a failed test, and its output is the report.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
+mod audit;
 mod boundary;
 mod common;
 mod crash;

@@ -144,6 +144,23 @@ pub fn helm_template_args(
     objects_from(cmd, chart)
 }
 
+/// Discovery, tried again for a few seconds: just after the API server starts, or while a
+/// CRD is being established or removed, a group it lists can still answer 404.
+async fn discover(client: &Client) -> Result<Discovery, kube::Error> {
+    let mut tries = 0;
+    loop {
+        match Discovery::new(client.clone()).run().await {
+            Ok(d) => return Ok(d),
+            Err(e) if tries < 20 => {
+                tries += 1;
+                tracing::debug!(error = %e, tries, "discovery failed; trying again");
+                tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
 /// Server-side apply of every object (forced: the installer owns these fields), in order.
 /// Returns "Kind/namespace/name" of each.
 pub async fn apply_all(client: &Client, objects: &[Value]) -> Result<Vec<String>, DeployError> {
@@ -155,8 +172,7 @@ pub async fn apply_all(client: &Client, objects: &[Value]) -> Result<Vec<String>
     };
     let mut applied = Vec::new();
     // Discovery again after CRDs: a kind may only exist once its CRD is established.
-    let mut discovery = Discovery::new(client.clone())
-        .run()
+    let mut discovery = discover(client)
         .await
         .map_err(kube_err("discovery".into()))?;
     for obj in objects {
@@ -170,8 +186,7 @@ pub async fn apply_all(client: &Client, objects: &[Value]) -> Result<Vec<String>
         let found = match discovery.resolve_gvk(&gvk) {
             Some(f) => f,
             None => {
-                discovery = Discovery::new(client.clone())
-                    .run()
+                discovery = discover(client)
                     .await
                     .map_err(kube_err("discovery".into()))?;
                 discovery.resolve_gvk(&gvk).ok_or_else(|| {
