@@ -110,6 +110,49 @@ pub struct ThinPoolConfig {
     pub metadata_size: Option<Quantity>,
     #[serde(default)]
     pub metadata_size_calculation_policy: MetadataSizePolicy,
+    /// lvms: also bound the published capacity by the pool's real data and metadata use, so
+    /// a pool whose volumes are fuller than the overprovision ratio assumes publishes less
+    /// (only ever less than TopoLVM's formula). Unset or false: TopoLVM's formula alone, as
+    /// LVMS publishes it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity_follows_usage: Option<bool>,
+    /// lvms: grow the pool from the volume group's free space when its data or metadata use
+    /// reaches a threshold (lvm2's `thin_pool_autoextend_*`, done by vg-manager as a journaled
+    /// step with an Event). Unset: the pool keeps its `sizePercent` share, as in LVMS.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auto_extend: Option<ThinPoolAutoExtend>,
+}
+
+/// When and by how much a thin pool grows by itself.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ThinPoolAutoExtend {
+    /// Data or metadata use, in percent, from which the pool (or its metadata) is extended.
+    #[serde(default = "default_autoextend_threshold")]
+    #[schemars(range(min = 50, max = 95))]
+    pub threshold_percent: i32,
+    /// How much it grows each time, in percent of its current size (capped by the volume
+    /// group's free space).
+    #[serde(default = "default_autoextend_percent")]
+    #[schemars(range(min = 1, max = 100))]
+    pub extend_percent: i32,
+}
+
+impl Default for ThinPoolAutoExtend {
+    fn default() -> Self {
+        ThinPoolAutoExtend {
+            threshold_percent: default_autoextend_threshold(),
+            extend_percent: default_autoextend_percent(),
+        }
+    }
+}
+
+fn default_autoextend_threshold() -> i32 {
+    80
+}
+
+fn default_autoextend_percent() -> i32 {
+    20
 }
 
 fn default_size_percent() -> i32 {

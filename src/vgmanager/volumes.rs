@@ -558,7 +558,22 @@ impl VolumesUnit {
             .iter()
             .filter_map(|(c, o)| o.as_ref().ok().map(|o| (c.clone(), o.clone())))
             .collect();
-        let mut desired = volume_capacity::annotations(config, &seen);
+        // The classes whose LVMVolumeGroup asks for capacity that follows the pool's real use.
+        let follow_usage: BTreeSet<String> = self
+            .ctx
+            .volume_groups
+            .state()
+            .iter()
+            .filter(|vg| {
+                vg.spec
+                    .thin_pool_config
+                    .as_ref()
+                    .and_then(|t| t.capacity_follows_usage)
+                    .unwrap_or(false)
+            })
+            .filter_map(|vg| vg.metadata.name.clone())
+            .collect();
+        let mut desired = volume_capacity::annotations(config, &seen, &follow_usage);
         let unread: BTreeSet<String> = config
             .device_classes
             .iter()

@@ -79,6 +79,16 @@ const SCENARIOS: &[Scenario] = &[
         },
     },
     Scenario {
+        name: "thin-autoextend",
+        kernels: &[Kernel::K6_1],
+        kills: &[],
+        run: |c| {
+            Box::pin(thin::a_pool_under_a_writer_is_extended_before_writes_fail(
+                c,
+            ))
+        },
+    },
+    Scenario {
         name: "thin-crash",
         kernels: &[Kernel::K6_1],
         kills: &[],

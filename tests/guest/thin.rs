@@ -1,7 +1,7 @@
 use serde_json::{Value, json};
 
 use crate::group::Ctx;
-use crate::node::{NodeRun, by_id, bytes, lv, one_step_after_the_crash, run_node};
+use crate::node::{HostCtx, NodeRun, by_id, bytes, lv, one_step_after_the_crash, run_node};
 
 pub const POOL: &str = "thin-pool-1";
 
@@ -21,6 +21,87 @@ pub fn thin_class(vg: &str, paths: &[&str]) -> Value {
 /// The pool's size as lvm2 reports it (bytes), waited for until it changes after the day-2
 /// edit adds a second disk, then recorded with the gauges vg-manager exports.
 const AFTER_GROWTH: &str = include_str!("scripts/thin-grow.sh");
+
+/// A writer filling a thin volume past the pool's first size, each write waited for.
+const AUTOEXTEND_WRITER: &str = include_str!("scripts/thin-autoextend.sh");
+
+/// A thin class whose pool starts at 40 % of the VG and grows by half when 60 % used.
+fn autoextend_class(vg: &str, paths: &[&str]) -> Value {
+    let mut c = thin_class(vg, paths);
+    c[0]["thinPoolConfig"]["sizePercent"] = json!(40);
+    c[0]["thinPoolConfig"]["autoExtend"] = json!({"thresholdPercent": 60, "extendPercent": 50});
+    c
+}
+
+/// Wakes the node's volume-group actors every 3 s (a Node label change) until the guest marks
+/// its teardown: the writer fills the pool faster than the 30 s reconcile interval would look.
+fn nudge_while_writing(h: HostCtx<'_>) -> futures::future::BoxFuture<'_, ()> {
+    Box::pin(async move {
+        let nodes: kube::Api<k8s_openapi::api::core::v1::Node> = kube::Api::all(h.s.client.clone());
+        let teardown = h.guest.mark("teardown");
+        tokio::pin!(teardown);
+        for n in 0u32.. {
+            tokio::select! {
+                () = &mut teardown => return,
+                () = tokio::time::sleep(std::time::Duration::from_secs(3)) => {}
+            }
+            let patch = json!({"metadata": {"labels": {"lvms.test/nudge": n.to_string()}}});
+            nodes
+                .patch(
+                    &h.node,
+                    &kube::api::PatchParams::default(),
+                    &kube::api::Patch::Merge(&patch),
+                )
+                .await
+                .expect("nudge the node");
+        }
+    })
+}
+
+/// Issue 40.2 on real device-mapper: a writer fills a thin volume 2 MiB a second until it has
+/// written 1.8× the pool's first size; vg-manager (autoExtend at 60 % by 50 %) extends the pool
+/// from the VG's free space before it fills, so every write completes, and says so in a
+/// `ThinPoolAutoExtended` Event.
+pub async fn a_pool_under_a_writer_is_extended_before_writes_fail(ctx: Ctx) {
+    let vg = format!("a{}", std::process::id());
+    let r = run_node(
+        ctx,
+        NodeRun {
+            pool: Some(POOL),
+            after_ready: AUTOEXTEND_WRITER,
+            host: Some(nudge_while_writing),
+            event: Some("ThinPoolAutoExtended"),
+            ..NodeRun::new(
+                "thin-autoextend",
+                &vg,
+                autoextend_class(&vg, &["auto0"]),
+                vec![("auto0", 512)],
+            )
+        },
+    )
+    .await;
+    let got = r.out.read("autoextend.txt");
+    let f: Vec<u64> = got
+        .split_whitespace()
+        .filter_map(|w| w.parse().ok())
+        .collect();
+    let [first, last, written] = f[..] else {
+        panic!("autoextend.txt: {got:?}")
+    };
+    assert!(
+        written << 20 > first && last > first,
+        "{written} MiB written through a pool of {first} bytes, now {last}:\n{}",
+        r.out.read("autoextend-trace.txt")
+    );
+    let note = r.event.and_then(|e| e.note).unwrap_or_default();
+    assert!(
+        note.contains("grown from") && note.contains("autoExtend at 60% by 50%"),
+        "{note}"
+    );
+    println!(
+        "thin-autoextend: {written} MiB written without a failed write; pool {first} → {last} bytes"
+    );
+}
 
 /// A thin device class end to end on a real kernel: vg-manager (in the guest, activation on)
 /// creates the VG and an active thin pool with the class's sizePercent, chunk size and static

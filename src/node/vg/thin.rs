@@ -153,6 +153,68 @@ pub fn pool_extend_to(
         .flatten())
 }
 
+/// lvm2 refuses thin pool metadata above about 16 GiB (`DEFAULT_THIN_POOL_MAX_METADATA_SIZE`,
+/// 15.81 GiB); autoextend stops below it.
+pub const MAX_POOL_METADATA: u64 = 16_978_542_592;
+
+/// What autoextend grows a pool past its threshold to: data size, metadata size (bytes).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct AutoExtend {
+    pub data_to: Option<u64>,
+    pub metadata_to: Option<u64>,
+}
+
+/// Autoextend of `pool` (its `lvs` row: size, data and metadata use): each part whose use is at
+/// or past the threshold grows by `extendPercent` of its size, rounded up to whole extents and
+/// capped by the VG's free extents (data first; metadata from what is left, and below lvm2's
+/// maximum). A use lvm2 did not report (an inactive pool) extends nothing.
+pub fn auto_extend(
+    cfg: &crate::api::ThinPoolAutoExtend,
+    pool: &crate::node::report::LogicalVolume,
+    space: VgSpace,
+) -> Result<AutoExtend, ThinError> {
+    let threshold = f64::from(cfg.threshold_percent);
+    let data_hot = pool.data_percent.is_some_and(|d| d >= threshold);
+    let meta_hot = pool.metadata_percent.is_some_and(|m| m >= threshold);
+    if !data_hot && !meta_hot {
+        return Ok(AutoExtend::default());
+    }
+    let extent = space
+        .extent_size
+        .filter(|e| *e > 0)
+        .ok_or(ThinError::VgFigureEmpty("vg_extent_size"))?;
+    let mut free = space.free.ok_or(ThinError::VgFigureEmpty("vg_free"))? / extent * extent;
+    let pct = u64::from(cfg.extend_percent.clamp(1, 100).unsigned_abs());
+    // `size` grown by pct, whole extents, at least one, at most `free`.
+    let grow = |size: u64, free: u64| -> u64 {
+        let want = (u128::from(size) * u128::from(pct))
+            .div_ceil(100)
+            .div_ceil(u128::from(extent))
+            .max(1)
+            * u128::from(extent);
+        u64::try_from(want).unwrap_or(u64::MAX).min(free)
+    };
+    let mut out = AutoExtend::default();
+    if data_hot {
+        let lv = pool.lv_size.ok_or(ThinError::LvSizeEmpty)?;
+        let by = grow(lv, free);
+        if by > 0 {
+            out.data_to = lv.checked_add(by);
+            free -= by;
+        }
+    }
+    if meta_hot {
+        let meta = pool
+            .lv_metadata_size
+            .ok_or(ThinError::VgFigureEmpty("lv_metadata_size"))?;
+        let by = grow(meta, free).min(MAX_POOL_METADATA.saturating_sub(meta) / extent * extent);
+        if by > 0 {
+            out.metadata_to = meta.checked_add(by);
+        }
+    }
+    Ok(out)
+}
+
 /// What to do about the thin pool after the VG was created or extended.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ThinPoolAction {
@@ -428,6 +490,102 @@ mod tests {
                 .unwrap_err()
                 .to_string(),
             "failed to create thin pool \"thin-pool-1\", logical volume with same name already exists, but cannot be extended as its not a thinpool (-wi-a-----)"
+        );
+    }
+}
+
+#[cfg(test)]
+mod auto_extend_tests {
+    use super::*;
+    use crate::api::ThinPoolAutoExtend;
+    use crate::node::report::LogicalVolume;
+
+    const MIB: u64 = 1 << 20;
+
+    fn pool(size: u64, data: f64, meta_size: u64, meta: f64) -> LogicalVolume {
+        LogicalVolume {
+            lv_name: "pool".into(),
+            lv_attr: "twi-aotz--".into(),
+            lv_size: Some(size),
+            data_percent: Some(data),
+            lv_metadata_size: Some(meta_size),
+            metadata_percent: Some(meta),
+            ..Default::default()
+        }
+    }
+
+    fn space(free: u64) -> VgSpace {
+        VgSpace {
+            size: Some(10_000 * MIB),
+            free: Some(free),
+            extent_size: Some(4 * MIB),
+        }
+    }
+
+    #[test]
+    fn below_the_threshold_nothing_grows() {
+        let cfg = ThinPoolAutoExtend::default();
+        let p = pool(1000 * MIB, 79.9, 8 * MIB, 10.0);
+        assert_eq!(
+            auto_extend(&cfg, &p, space(1000 * MIB)),
+            Ok(AutoExtend::default())
+        );
+    }
+
+    #[test]
+    fn data_past_the_threshold_grows_by_its_percent_in_whole_extents() {
+        let cfg = ThinPoolAutoExtend::default();
+        // 1000 MiB + 20 % = 200 MiB, already whole 4 MiB extents.
+        let p = pool(1000 * MIB, 80.0, 8 * MIB, 10.0);
+        let got = auto_extend(&cfg, &p, space(1000 * MIB)).unwrap();
+        assert_eq!(got.data_to, Some(1200 * MIB));
+        assert_eq!(got.metadata_to, None);
+        // 10 MiB + 20 % = 2 MiB, rounded up to one extent.
+        let small = pool(10 * MIB, 90.0, 4 * MIB, 10.0);
+        assert_eq!(
+            auto_extend(&cfg, &small, space(1000 * MIB))
+                .unwrap()
+                .data_to,
+            Some(14 * MIB)
+        );
+    }
+
+    #[test]
+    fn growth_is_capped_by_the_free_extents_and_metadata_gets_what_is_left() {
+        let cfg = ThinPoolAutoExtend {
+            threshold_percent: 80,
+            extend_percent: 50,
+        };
+        let p = pool(1000 * MIB, 85.0, 100 * MIB, 90.0);
+        // 301 MiB free = 75 whole extents: data takes 300 MiB, metadata nothing.
+        let got = auto_extend(&cfg, &p, space(301 * MIB)).unwrap();
+        assert_eq!(got.data_to, Some(1300 * MIB));
+        assert_eq!(got.metadata_to, None);
+        // Enough for both.
+        let got = auto_extend(&cfg, &p, space(1000 * MIB)).unwrap();
+        assert_eq!(got.data_to, Some(1500 * MIB));
+        assert_eq!(got.metadata_to, Some(152 * MIB));
+        // No room at all: nothing to run.
+        assert_eq!(
+            auto_extend(&cfg, &p, space(2 * MIB)),
+            Ok(AutoExtend::default())
+        );
+    }
+
+    #[test]
+    fn metadata_stops_below_lvm2s_maximum_and_an_inactive_pool_extends_nothing() {
+        let cfg = ThinPoolAutoExtend::default();
+        let near = MAX_POOL_METADATA - 6 * MIB;
+        let p = pool(1000 * MIB, 10.0, near, 95.0);
+        let got = auto_extend(&cfg, &p, space(100_000 * MIB)).unwrap();
+        let to = got.metadata_to.expect("some growth");
+        assert!(to <= MAX_POOL_METADATA, "{to}");
+        let mut inactive = pool(1000 * MIB, 0.0, 8 * MIB, 0.0);
+        inactive.data_percent = None;
+        inactive.metadata_percent = None;
+        assert_eq!(
+            auto_extend(&cfg, &inactive, space(1000 * MIB)),
+            Ok(AutoExtend::default())
         );
     }
 }

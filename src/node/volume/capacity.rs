@@ -3,14 +3,14 @@
 //! default class again under `capacity.topolvm.io/00default`. Pure: observations in, the
 //! annotations and the patch that gets the Node there out.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Map, Value, json};
 
 use crate::api::topolvm::{CAPACITY_ANNOTATION_PREFIX, NODE_FINALIZER, capacity_annotation};
 use crate::node::lvmd_config::LvmdConfig;
 use crate::node::report::LogicalVolume;
-use crate::node::volume::space::published;
+use crate::node::volume::space::published_following_usage;
 
 /// What one class's VG looks like now: its free bytes and its LVs.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -21,17 +21,25 @@ pub struct ClassObservation {
 
 /// The annotations for every class of `config` that was observed. A class that was not (its
 /// VG is not built yet) publishes nothing, so the controller never places a volume on it; a
-/// thin class whose pool is missing publishes 0.
+/// thin class whose pool is missing publishes 0. The classes in `follow_usage` are also bounded
+/// by their pool's real use ([`published_following_usage`]).
 pub fn annotations(
     config: &LvmdConfig,
     observed: &BTreeMap<String, ClassObservation>,
+    follow_usage: &BTreeSet<String>,
 ) -> BTreeMap<String, String> {
     let mut out = BTreeMap::new();
     for class in &config.device_classes {
         let Some(obs) = observed.get(&class.name) else {
             continue;
         };
-        let free = published(class, obs.vg_free, &obs.lvs).unwrap_or(0);
+        let free = published_following_usage(
+            class,
+            obs.vg_free,
+            &obs.lvs,
+            follow_usage.contains(&class.name),
+        )
+        .unwrap_or(0);
         out.insert(capacity_annotation(&class.name), free.to_string());
         if class.default {
             out.insert(capacity_annotation(""), free.to_string());
@@ -133,13 +141,16 @@ mod tests {
                 },
             ),
         ]);
-        let a = annotations(&config(), &observed);
+        let a = annotations(&config(), &observed, &BTreeSet::new());
         assert_eq!(a["capacity.topolvm.io/ssd"], (2u64 << 30).to_string());
         assert_eq!(a["capacity.topolvm.io/00default"], (2u64 << 30).to_string());
         assert_eq!(a["capacity.topolvm.io/thin"], "200");
         // An unobserved class says nothing rather than 0 or a guess.
         let only_ssd = BTreeMap::from([("ssd".to_string(), observed["ssd"].clone())]);
-        assert!(!annotations(&config(), &only_ssd).contains_key("capacity.topolvm.io/thin"));
+        assert!(
+            !annotations(&config(), &only_ssd, &BTreeSet::new())
+                .contains_key("capacity.topolvm.io/thin")
+        );
     }
 
     #[test]

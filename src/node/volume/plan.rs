@@ -11,7 +11,7 @@ use crate::node::lvmd_config::{LvmdConfig, LvmdDeviceClass, LvmdDeviceType};
 use crate::node::report::LogicalVolume as LvRow;
 use crate::node::volume::actions::VolumeAction;
 use crate::node::volume::commands::{self as cmd, CreateOptions};
-use crate::node::volume::space::free_for_create;
+use crate::node::volume::space::{free_for_create, pool_full};
 
 /// The LogicalVolume as the planner sees it.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -124,6 +124,9 @@ fn refuse(code: Code, message: impl Into<String>) -> Plan {
 
 /// The refusal of a new volume of `want` bytes the class cannot hold (TopoLVM's lvmd check).
 fn no_room(h: &HostView, class: &LvmdDeviceClass, want: u64) -> Option<Plan> {
+    if let Some(full) = pool_full(class, &h.lvs) {
+        return Some(refuse(Code::ResourceExhausted, full));
+    }
     let free = free_for_create(class, h.vg_free, &h.lvs).unwrap_or(0);
     (free < want).then(|| {
         refuse(
@@ -283,12 +286,13 @@ pub fn plan(v: &VolumeView, h: &HostView) -> Plan {
                 };
             }
             let free = free_for_create(class, h.vg_free, &h.lvs).unwrap_or(0);
-            if free < want - size {
-                let message = format!(
+            let full = pool_full(class, &h.lvs);
+            if free < want - size || full.is_some() {
+                let message = full.unwrap_or_else(|| format!(
                     "not enough space in device class {} to grow to {want} bytes: {free} bytes free, {} more needed",
                     class.name,
                     want - size
-                );
+                ));
                 return if v.code == Code::ResourceExhausted as i32 {
                     Plan::Done
                 } else {

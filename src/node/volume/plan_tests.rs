@@ -357,3 +357,37 @@ fn a_thin_volume_found_inactive_is_activated_before_it_is_handed_out() {
     h.lvs.to_mut()[0] = row("pool", "twi-aotz--", 4 << 30, None);
     assert_eq!(plan(&v, &h), Plan::Done);
 }
+
+/// A thin pool past its real-use limits refuses a new volume and a larger one with a message
+/// naming the pool and its use, though the overprovision formula still has room.
+#[test]
+fn a_full_thin_pool_refuses_new_and_larger_volumes_naming_its_real_use() {
+    let mut pool = row("pool", "twi-aotz--", 10 << 30, None);
+    pool.data_percent = Some(96.5);
+    pool.metadata_percent = Some(20.0);
+    let mut v = view(1 << 30);
+    v.device_class = "thin".into();
+    let refused = |p: Plan| match p {
+        Plan::Status(StatusWrite::Refused { code, message }) => {
+            assert_eq!(code, Code::ResourceExhausted);
+            message
+        }
+        other => panic!("not refused: {other:?}"),
+    };
+    let msg = refused(plan(&v, &host_view(vec![pool.clone()], 0)));
+    assert!(
+        msg.contains("vg/pool") && msg.contains("96.5% full (data)"),
+        "{msg}"
+    );
+    // Below the limits the same request is made.
+    let mut roomy = pool.clone();
+    roomy.data_percent = Some(50.0);
+    assert!(argv_of(&plan(&v, &host_view(vec![roomy], 0))).contains("lvcreate -T vg2/pool"));
+    // Growing a volume of the full pool is refused the same way.
+    let made = row("uid-1", "Vwi-aotz--", 1 << 30, Some("pool"));
+    v.volume_id = Some("uid-1".into());
+    v.current_size = Some(1 << 30);
+    v.size = Some(2 << 30);
+    let msg = refused(plan(&v, &host_view(vec![pool, made], 0)));
+    assert!(msg.contains("96.5% full (data)"), "{msg}");
+}

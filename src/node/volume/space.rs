@@ -62,6 +62,79 @@ pub fn published(class: &LvmdDeviceClass, vg_free: u64, lvs: &[LogicalVolume]) -
     })
 }
 
+/// Past these, a thin pool takes no new or larger volume whatever the formula says: its
+/// volumes' writes would soon fail (data), or the pool could become unrecoverable (metadata:
+/// lvm2 warns from 80 %, and a pool whose metadata fills cannot be repaired in place).
+pub const POOL_DATA_FULL_PERCENT: f64 = 95.0;
+pub const POOL_METADATA_FULL_PERCENT: f64 = 90.0;
+
+fn pool_of<'a>(class: &LvmdDeviceClass, lvs: &'a [LogicalVolume]) -> Option<&'a LogicalVolume> {
+    let tp = class.thin_pool.as_ref()?;
+    (class.device_type == LvmdDeviceType::Thin)
+        .then(|| lvs.iter().find(|l| l.lv_name == tp.name))
+        .flatten()
+}
+
+fn percent(v: Option<f64>) -> String {
+    v.map_or_else(|| "?".into(), |p| format!("{p:.1}%"))
+}
+
+/// Why the class's thin pool takes no new or larger volume now, from its real use as lvm2
+/// reports it; None for a thick class, a pool not reported, or one below both limits.
+pub fn pool_full(class: &LvmdDeviceClass, lvs: &[LogicalVolume]) -> Option<String> {
+    let pool = pool_of(class, lvs)?;
+    let over = pool
+        .data_percent
+        .is_some_and(|d| d >= POOL_DATA_FULL_PERCENT)
+        || pool
+            .metadata_percent
+            .is_some_and(|m| m >= POOL_METADATA_FULL_PERCENT);
+    over.then(|| {
+        format!(
+            "thin pool {vg}/{name} of device class {class} is {data} full (data) and {meta} (metadata): new and larger thin volumes are refused from {POOL_DATA_FULL_PERCENT}% data or {POOL_METADATA_FULL_PERCENT}% metadata, before writes fail; free space in its volumes, or extend it (lvextend -L +SIZE {vg}/{name}, --poolmetadatasize +SIZE for metadata)",
+            vg = pool.vg_name,
+            name = pool.lv_name,
+            class = class.name,
+            data = percent(pool.data_percent),
+            meta = percent(pool.metadata_percent),
+        )
+    })
+}
+
+/// The real-usage bound of a thin class: `overprovision-ratio` × the bytes of the pool not yet
+/// written (size × (1 − data %)), 0 once [`pool_full`]. None when lvm2 reports no use (an
+/// inactive pool): the bound then says nothing.
+pub fn usage_bound(class: &LvmdDeviceClass, lvs: &[LogicalVolume]) -> Option<u64> {
+    let pool = pool_of(class, lvs)?;
+    let ratio = class.thin_pool.as_ref()?.overprovision_ratio;
+    let data = pool.data_percent?;
+    if pool_full(class, lvs).is_some() {
+        return Some(0);
+    }
+    let unwritten = pool.lv_size? as f64 * (1.0 - data.clamp(0.0, 100.0) / 100.0);
+    let bound = (unwritten * ratio).floor();
+    Some(if bound.is_finite() && bound > 0.0 {
+        bound as u64
+    } else {
+        0
+    })
+}
+
+/// [`published`], also bounded by [`usage_bound`] when `follow_usage` (the class's
+/// `capacityFollowsUsage`): only ever lower than TopoLVM's formula.
+pub fn published_following_usage(
+    class: &LvmdDeviceClass,
+    vg_free: u64,
+    lvs: &[LogicalVolume],
+    follow_usage: bool,
+) -> Option<u64> {
+    let formula = published(class, vg_free, lvs)?;
+    if !follow_usage {
+        return Some(formula);
+    }
+    Some(usage_bound(class, lvs).map_or(formula, |b| formula.min(b)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -102,6 +175,67 @@ mod tests {
         assert_eq!(free_for_create(&thin(2.0), 0, &lvs), Some(0));
         // No pool yet: no room, not "unlimited".
         assert_eq!(free_for_create(&thin(10.0), 0, &lvs[1..]), None);
+    }
+
+    fn used(pool: u64, data: f64, meta: f64) -> LogicalVolume {
+        LogicalVolume {
+            data_percent: Some(data),
+            metadata_percent: Some(meta),
+            lv_attr: "twi-aotz--".into(),
+            ..lv("pool", None, pool)
+        }
+    }
+
+    #[test]
+    fn a_pool_past_its_limits_is_full_and_says_how_full() {
+        let class = thin(10.0);
+        assert_eq!(pool_full(&class, &[used(100, 94.9, 89.9)]), None);
+        let data = pool_full(&class, &[used(100, 95.0, 10.0)]).expect("data full");
+        assert!(
+            data.contains("vg/pool")
+                && data.contains("95.0% full (data)")
+                && data.contains("10.0% (metadata)"),
+            "{data}"
+        );
+        assert!(
+            pool_full(&class, &[used(100, 5.0, 90.0)]).is_some(),
+            "metadata full"
+        );
+        // Not reported (an inactive pool, the host tier): not full.
+        assert_eq!(pool_full(&class, &[lv("pool", None, 100)]), None);
+    }
+
+    #[test]
+    fn following_usage_only_ever_lowers_the_formula() {
+        // 1000-byte pool, ratio 10: the formula allows 10000 less 2000 of volumes = 8000.
+        let lvs = |data| [used(1000, data, 10.0), lv("a", Some("pool"), 2000)];
+        let class = thin(10.0);
+        assert_eq!(published(&class, 0, &lvs(60.0)), Some(8000));
+        // 60 % written: 400 bytes left × 10 = 4000 < 8000.
+        assert_eq!(
+            published_following_usage(&class, 0, &lvs(60.0), true),
+            Some(4000)
+        );
+        assert_eq!(
+            published_following_usage(&class, 0, &lvs(60.0), false),
+            Some(8000)
+        );
+        // 10 % written: the real bound (9000) is above the formula, which stands.
+        assert_eq!(
+            published_following_usage(&class, 0, &lvs(10.0), true),
+            Some(8000)
+        );
+        // Full: nothing.
+        assert_eq!(
+            published_following_usage(&class, 0, &lvs(96.0), true),
+            Some(0)
+        );
+        // No use reported: the formula.
+        let quiet = [lv("pool", None, 1000), lv("a", Some("pool"), 2000)];
+        assert_eq!(
+            published_following_usage(&class, 0, &quiet, true),
+            Some(8000)
+        );
     }
 
     #[test]

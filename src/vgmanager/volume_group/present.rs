@@ -57,7 +57,12 @@ impl VolumeGroupUnit {
                 )
                 .await
                 .map_err(|e| warn(EventReason::ThinPoolCreateOrExtendFailed, e.message))?,
-            thin::ThinPoolAction::UpToDate => {}
+            // At its share of the VG: past the autoextend threshold, it grows beyond it.
+            thin::ThinPoolAction::UpToDate => {
+                if let Some(cfg) = &tp.auto_extend {
+                    self.auto_extend(steps, tp, cfg, &lvs, space).await?;
+                }
+            }
         }
         let inconsistent =
             |e: validate::ValidateError| warn(EventReason::InconsistentLVs, e.status_message());
@@ -92,6 +97,74 @@ impl VolumeGroupUnit {
                 .await?;
         }
         Ok(Some(lvs))
+    }
+
+    /// The pool past its autoextend threshold grown from the VG's free space, data then
+    /// metadata, each a journaled `lvextend` with a Normal Event saying why. Replay of an
+    /// interrupted one re-checks; the next pass decides again from the pool's new use.
+    async fn auto_extend(
+        &self,
+        steps: &Steps,
+        tp: &crate::api::ThinPoolConfig,
+        cfg: &crate::api::ThinPoolAutoExtend,
+        lvs: &LvReport,
+        space: thin::VgSpace,
+    ) -> Result<(), UnitError> {
+        let Some(pool) = lvs.find(&tp.name) else {
+            return Ok(());
+        };
+        let failed = |m: String| warn(EventReason::ThinPoolCreateOrExtendFailed, m);
+        let plan = thin::auto_extend(cfg, pool, space).map_err(|e| failed(e.to_string()))?;
+        let used = |p: Option<f64>| p.map_or_else(|| "?".into(), |p| format!("{p:.1}%"));
+        let why = |part: &str, from: u64, to: u64| {
+            EventNote::normal(
+                "ThinPoolAutoExtended",
+                format!(
+                    "thin pool {}/{} {part} grown from {from} to {to} bytes: data {}, metadata {} used, autoExtend at {}% by {}%",
+                    self.vg,
+                    tp.name,
+                    used(pool.data_percent),
+                    used(pool.metadata_percent),
+                    cfg.threshold_percent,
+                    cfg.extend_percent
+                ),
+            )
+        };
+        if let Some(to) = plan.data_to {
+            let from = pool.lv_size.unwrap_or_default();
+            let argv = commands::lvextend_pool(&self.vg, &tp.name, to).map_err(cmd_err)?;
+            self.host_step_with(
+                steps,
+                A::LvextendThinPool,
+                argv,
+                Some(why("data", from, to)),
+                vec![
+                    ("pool_bytes", from.to_string()),
+                    ("target_bytes", to.to_string()),
+                    ("data_percent", used(pool.data_percent)),
+                ],
+            )
+            .await
+            .map_err(|e| failed(e.message))?;
+        }
+        if let Some(to) = plan.metadata_to {
+            let from = pool.lv_metadata_size.unwrap_or_default();
+            let argv = commands::lvextend_pool_metadata(&self.vg, &tp.name, to).map_err(cmd_err)?;
+            self.host_step_with(
+                steps,
+                A::LvextendPoolMetadata,
+                argv,
+                Some(why("metadata", from, to)),
+                vec![
+                    ("metadata_bytes", from.to_string()),
+                    ("target_bytes", to.to_string()),
+                    ("metadata_percent", used(pool.metadata_percent)),
+                ],
+            )
+            .await
+            .map_err(|e| failed(e.message))?;
+        }
+        Ok(())
     }
 
     async fn write_lvmd(&self, steps: &Steps, vg: &LVMVolumeGroup) -> Result<(), UnitError> {
