@@ -110,7 +110,61 @@ fn status_facts(obj: &Value) -> Vec<String> {
             _ => {}
         }
     }
+    out.extend(audit_fact(obj));
     out
+}
+
+/// A node status's last orphan audit (its `lvms.topolvm.io/audit` annotation), in one line.
+fn audit_fact(obj: &Value) -> Option<String> {
+    let text = obj
+        .pointer("/metadata/annotations/lvms.topolvm.io~1audit")?
+        .as_str()?;
+    let Ok(audit) = serde_json::from_str::<Value>(text) else {
+        return Some(
+            "audit: the annotation is not an audit (`lvms audit --now` writes it again)".into(),
+        );
+    };
+    let at = audit.get("at").and_then(Value::as_str).unwrap_or("?");
+    let found: Vec<String> = audit
+        .get("counts")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+        .filter_map(|(k, n)| Some((k, n.as_u64()?)))
+        .filter(|(_, n)| *n > 0)
+        .map(|(k, n)| format!("{k}={n}"))
+        .collect();
+    Some(if found.is_empty() {
+        format!("audit {at}: no orphan")
+    } else {
+        format!("audit {at}: {} (`lvms audit` lists them)", found.join(" "))
+    })
+}
+
+#[cfg(test)]
+mod audit_fact_tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_node_status_shows_its_last_audit_in_one_line() {
+        let with =
+            |text: &str| json!({"metadata": {"annotations": {"lvms.topolvm.io/audit": text}}});
+        let found = with(
+            r#"{"at":"2026-11-29T10:00:00Z","counts":{"leaked-lv":2,"missing-lv":0,"stale-pv":1}}"#,
+        );
+        assert_eq!(
+            audit_fact(&found).as_deref(),
+            Some("audit 2026-11-29T10:00:00Z: leaked-lv=2 stale-pv=1 (`lvms audit` lists them)")
+        );
+        let clean = with(r#"{"at":"2026-11-29T10:00:00Z","counts":{"leaked-lv":0}}"#);
+        assert_eq!(
+            audit_fact(&clean).as_deref(),
+            Some("audit 2026-11-29T10:00:00Z: no orphan")
+        );
+        assert!(audit_fact(&with("{not json")).is_some_and(|l| l.contains("not an audit")));
+        assert_eq!(audit_fact(&json!({"metadata": {}})), None);
+    }
 }
 
 fn conditions(obj: &Value) -> Vec<Condition> {
