@@ -292,13 +292,14 @@ pub fn audit_node(
         let mut f = Finding::new(
             FindingKind::HalfFinished,
             node,
+            // No age in the text: a finding's words are part of its identity (reported once).
             format!(
-                "step {} of unit {} on {} {} has been open for {} s (journal #{}): replay has not closed it; `lvms explain` on the object shows why",
+                "step {} of unit {} on {} {} has been open since {} (journal #{}): replay has not closed it; `lvms explain` on the object shows why",
                 o.action,
                 o.unit,
                 o.object_kind,
                 o.object_name,
-                age / 1000,
+                lvms_journal::rfc3339_utc(o.at_ms),
                 o.seq
             ),
         );

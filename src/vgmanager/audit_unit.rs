@@ -71,7 +71,8 @@ impl Default for AuditConfig {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AuditAction {
-    /// One finding, reported once (its Warning Event). Object: the node status.
+    /// One finding, reported once (its Warning Event). Object: the node status; args: the
+    /// finding's key, its Event reason and note (replay publishes them if a kill came first).
     ReportFinding,
     /// A leaked LV removed under the `leaked` policy. Object: the node status; args: lvremove's
     /// argv (its last word `<vg>/<lv>`).
@@ -271,8 +272,11 @@ impl AuditUnit {
     ) -> Result<u32, UnitError> {
         let mut made = 0;
         for f in findings {
-            let spec =
-                StepSpec::new(object_ref(ns), AuditAction::ReportFinding).args(vec![f.key()]);
+            let spec = StepSpec::new(object_ref(ns), AuditAction::ReportFinding).args(vec![
+                f.key(),
+                f.kind.reason().to_string(),
+                f.detail.clone(),
+            ]);
             let note = EventNote::warning(f.kind.reason(), f.detail.clone());
             if steps
                 .run_once(spec, || async move { Ok(Done::event(note)) })
@@ -547,7 +551,14 @@ impl Unit for AuditUnit {
     async fn replay(&self, intent: &Intent, _steps: &Steps) -> Result<Done, UnitError> {
         match intent.action_as::<AuditAction>() {
             Ok(AuditAction::RemoveLeakedLv) => {}
-            Ok(AuditAction::ReportFinding) => return Ok(Done::replayed(Replayed::Rechecked)),
+            // The report's Event, which the kill kept from its outcome: published now, once.
+            Ok(AuditAction::ReportFinding) => {
+                let mut done = Done::replayed(Replayed::Rechecked);
+                if let [_, reason, note] = intent.args.as_slice() {
+                    done.event = Some(EventNote::warning(reason.clone(), note.clone()));
+                }
+                return Ok(done);
+            }
             Err(e) => return Err(UnitError::permanent("UnknownAction", e.to_string())),
         }
         let target = intent.args.last().cloned().unwrap_or_default();

@@ -182,7 +182,7 @@ async fn every_orphan_kind_is_reported_once_and_leaked_lvs_are_repaired_by_polic
         .expect("gone-node LogicalVolume");
     n.restart_vg_manager(&[]);
 
-    let want = |leaked_too: bool| {
+    let want = |leaked_too: bool, foreign2: bool| {
         let mut w = vec![
             ("foreign-lv".to_string(), "foreign".to_string()),
             ("gone-node".into(), gone_name.clone()),
@@ -193,11 +193,14 @@ async fn every_orphan_kind_is_reported_once_and_leaked_lvs_are_repaired_by_polic
         if leaked_too {
             w.push(("leaked-lv".into(), leaked.clone()));
         }
+        if foreign2 {
+            w.push(("foreign-lv".into(), "foreign2".into()));
+        }
         w.sort();
         w
     };
     let first = audit(&n);
-    assert_eq!(findings(&first), want(true), "{first:#}");
+    assert_eq!(findings(&first), want(true, false), "{first:#}");
     assert_eq!(first["counts"]["leaked-lv"], 2);
     assert_eq!(first["counts"]["half-finished"], 0);
     let node = &first["nodes"][0];
@@ -217,7 +220,7 @@ async fn every_orphan_kind_is_reported_once_and_leaked_lvs_are_repaired_by_polic
     );
     // A second audit finds the same, and publishes nothing again.
     let second = audit(&n);
-    assert_eq!(findings(&second), want(true));
+    assert_eq!(findings(&second), want(true, false));
     let published = lvms_testkit::eventually(Duration::from_secs(30), || async {
         let w = warnings(&n).await;
         (w.len() == 4).then_some(w)
@@ -240,6 +243,33 @@ async fn every_orphan_kind_is_reported_once_and_leaked_lvs_are_repaired_by_polic
         "one Event per finding, each once"
     );
 
+    // vg-manager SIGKILLed once a new finding's report is durable, before its outcome: replay
+    // publishes the Warning, and no later audit reports it again.
+    lvm_ok("lvcreate", &["-n", "foreign2", "-L", "8m", "-Zn", &class]);
+    n.restart_vg_manager(&[("LVMS_CRASH_AT", "intent-durable:audit#report-finding")]);
+    let vgm = n.vgm.as_mut().expect("vg-manager");
+    let status = vgm
+        .wait_exit(Duration::from_secs(60))
+        .unwrap_or_else(|| panic!("vg-manager did not reach the report:\n{}", vgm.log_text()));
+    assert!(OperatorProcess::killed_by_sigkill(&status), "{status:?}");
+    n.restart_vg_manager(&[]);
+    assert_eq!(findings(&audit(&n)), want(true, true));
+    let published = lvms_testkit::eventually(Duration::from_secs(30), || async {
+        let w = warnings(&n).await;
+        (w.len() == 5).then_some(w)
+    })
+    .await
+    .unwrap_or_else(|| {
+        panic!(
+            "five Warnings, got {:?}",
+            futures::executor::block_on(warnings(&n))
+        )
+    });
+    assert!(
+        published.iter().all(|(_, count)| *count == 1),
+        "each once: {published:?}"
+    );
+
     // The repair policy, and vg-manager SIGKILLed once the removal's intent is durable.
     n.restart_vg_manager(&[
         ("LVMS_AUDIT_REPAIR", "leaked"),
@@ -253,13 +283,13 @@ async fn every_orphan_kind_is_reported_once_and_leaked_lvs_are_repaired_by_polic
     assert!(n.lvs().contains_key(&leaked), "killed before lvremove");
     n.restart_vg_manager(&[("LVMS_AUDIT_REPAIR", "leaked")]);
     let repaired = audit(&n);
-    assert_eq!(findings(&repaired), want(false), "{repaired:#}");
+    assert_eq!(findings(&repaired), want(false, true), "{repaired:#}");
     let on_disk = n.lvs();
     assert!(
         !on_disk.contains_key(&leaked),
         "replay removed it: {on_disk:?}"
     );
-    for lv in ["tagged", "foreign", kept.as_str()] {
+    for lv in ["tagged", "foreign", "foreign2", kept.as_str()] {
         assert!(
             on_disk.contains_key(lv),
             "{lv} is not lvms's to remove: {on_disk:?}"
