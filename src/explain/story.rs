@@ -141,32 +141,6 @@ fn audit_fact(obj: &Value) -> Option<String> {
     })
 }
 
-#[cfg(test)]
-mod audit_fact_tests {
-    use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn a_node_status_shows_its_last_audit_in_one_line() {
-        let with =
-            |text: &str| json!({"metadata": {"annotations": {"lvms.topolvm.io/audit": text}}});
-        let found = with(
-            r#"{"at":"2026-11-29T10:00:00Z","counts":{"leaked-lv":2,"missing-lv":0,"stale-pv":1}}"#,
-        );
-        assert_eq!(
-            audit_fact(&found).as_deref(),
-            Some("audit 2026-11-29T10:00:00Z: leaked-lv=2 stale-pv=1 (`lvms audit` lists them)")
-        );
-        let clean = with(r#"{"at":"2026-11-29T10:00:00Z","counts":{"leaked-lv":0}}"#);
-        assert_eq!(
-            audit_fact(&clean).as_deref(),
-            Some("audit 2026-11-29T10:00:00Z: no orphan")
-        );
-        assert!(audit_fact(&with("{not json")).is_some_and(|l| l.contains("not an audit")));
-        assert_eq!(audit_fact(&json!({"metadata": {}})), None);
-    }
-}
-
 fn conditions(obj: &Value) -> Vec<Condition> {
     let s = |c: &Value, k: &str| {
         c.get(k)
@@ -270,5 +244,31 @@ pub fn explain(f: &Facts) -> Explanation {
                 error: j.error.clone(),
             })
             .collect(),
+    }
+}
+
+#[cfg(test)]
+mod audit_fact_tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_node_status_shows_its_last_audit_in_one_line() {
+        let with =
+            |text: &str| json!({"metadata": {"annotations": {"lvms.topolvm.io/audit": text}}});
+        let found = with(
+            r#"{"at":"2026-11-29T10:00:00Z","counts":{"leaked-lv":2,"missing-lv":0,"stale-pv":1}}"#,
+        );
+        assert_eq!(
+            audit_fact(&found).as_deref(),
+            Some("audit 2026-11-29T10:00:00Z: leaked-lv=2 stale-pv=1 (`lvms audit` lists them)")
+        );
+        let clean = with(r#"{"at":"2026-11-29T10:00:00Z","counts":{"leaked-lv":0}}"#);
+        assert_eq!(
+            audit_fact(&clean).as_deref(),
+            Some("audit 2026-11-29T10:00:00Z: no orphan")
+        );
+        assert!(audit_fact(&with("{not json")).is_some_and(|l| l.contains("not an audit")));
+        assert_eq!(audit_fact(&json!({"metadata": {}})), None);
     }
 }
