@@ -11,11 +11,12 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::{Args, ValueEnum};
 use k8s_openapi::api::core::v1::{Node, PersistentVolume};
-use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::api::{Api, Patch, PatchParams};
 use serde::Serialize;
 
 use crate::api::topolvm::{DRIVER_NAME, TOPOLOGY_NODE_KEY};
 use crate::api::{LVMVolumeGroupNodeStatus, LogicalVolume};
+use crate::kube::list::list_pages as list;
 use crate::node::audit::{ClusterVolume, Finding, FindingKind, NodeAudit, PvRef, stale_volumes};
 use crate::vgmanager::audit_unit::{AUDIT_ANNOTATION, AUDIT_REQUEST_ANNOTATION, PublishedAudit};
 
@@ -234,27 +235,6 @@ fn pv_ref(pv: PersistentVolume) -> Option<PvRef> {
         node,
         claim,
     })
-}
-
-/// Every object of `api`, in pages of 500.
-async fn list<K>(api: &Api<K>) -> Result<Vec<K>, kube::Error>
-where
-    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
-{
-    let mut out = Vec::new();
-    let mut token: Option<String> = None;
-    loop {
-        let mut lp = ListParams::default().limit(500);
-        if let Some(t) = &token {
-            lp = lp.continue_token(t);
-        }
-        let page = api.list(&lp).await?;
-        out.extend(page.items);
-        match page.metadata.continue_.filter(|c| !c.is_empty()) {
-            Some(c) => token = Some(c),
-            None => return Ok(out),
-        }
-    }
 }
 
 /// The text report: counts, then one block per finding.

@@ -10,7 +10,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::Args;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, ListParams, LogParams};
+use kube::api::{Api, LogParams};
 use lvms_journal::render::render_jsonl;
 use lvms_journal::{Filter, Journal};
 use serde_json::{Value, json};
@@ -71,29 +71,19 @@ async fn list_all(
     k: &KindInfo,
     ns: Option<&str>,
 ) -> Result<Vec<Value>, kube::Error> {
-    let objects = api(client, k, ns);
-    let mut out = Vec::new();
-    let mut token: Option<String> = None;
-    loop {
-        let mut lp = ListParams::default().limit(500);
-        if let Some(t) = &token {
-            lp = lp.continue_token(t);
-        }
-        let page = objects.list(&lp).await?;
-        for item in page.items {
+    let items = crate::kube::list::list_pages(&api(client, k, ns)).await?;
+    Ok(items
+        .into_iter()
+        .map(|item| {
             let mut v = serde_json::to_value(item).unwrap_or(Value::Null);
             // Items of a list come without their kind; the bundle's files keep it.
             if let Some(m) = v.as_object_mut() {
                 m.insert("apiVersion".into(), Value::String(k.api_version()));
                 m.insert("kind".into(), Value::String(k.kind.into()));
             }
-            out.push(v);
-        }
-        match page.metadata.continue_.filter(|c| !c.is_empty()) {
-            Some(c) => token = Some(c),
-            None => return Ok(out),
-        }
-    }
+            v
+        })
+        .collect())
 }
 
 async fn gather_api(args: &MustGatherArgs, dir: &Path, m: &mut Manifest) -> anyhow::Result<()> {

@@ -6,6 +6,7 @@ pub mod caches;
 pub mod discovery;
 pub mod events;
 pub mod kinds;
+pub mod list;
 
 /// The field manager of every write the operator makes.
 pub const FIELD_MANAGER: &str = "lvms-operator";

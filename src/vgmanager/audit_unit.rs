@@ -482,25 +482,19 @@ impl Unit for AuditUnit {
             .and_then(|a| a.get(AUDIT_REQUEST_ANNOTATION))
             .cloned();
         let periodic = !self.config.interval.is_zero();
-        let (due, asked) = {
+        let (next_due, asked) = {
             let s = self.state.lock().map_err(|_| {
                 UnitError::retryable(lvms_actors::Reason::Internal, "audit state poisoned")
             })?;
-            (
-                periodic && s.next_due.is_none_or(|d| Instant::now() >= d),
-                request.is_some() && request != s.served,
-            )
+            (s.next_due, request.is_some() && request != s.served)
         };
+        let due = periodic && next_due.is_none_or(|d| Instant::now() >= d);
         if !due && !asked {
-            let left = self
-                .state
-                .lock()
-                .ok()
-                .and_then(|s| s.next_due)
-                .map(|d| d.saturating_duration_since(Instant::now()));
             return Ok(Pass {
                 summary: "audit not due".into(),
-                requeue_after: left.filter(|_| periodic),
+                requeue_after: next_due
+                    .filter(|_| periodic)
+                    .map(|d| d.saturating_duration_since(Instant::now())),
             });
         }
         let (mut findings, skipped) = self.audit(steps).await?;

@@ -130,35 +130,42 @@ impl VolumeGroupUnit {
                 ),
             )
         };
-        if let Some(to) = plan.data_to {
-            let from = pool.lv_size.unwrap_or_default();
-            let argv = commands::lvextend_pool(&self.vg, &tp.name, to).map_err(cmd_err)?;
-            self.host_step_with(
-                steps,
+        // Data, then metadata: (part, target, (its facts' key, current size), step, argv, what
+        // the use was).
+        let parts = [
+            (
+                "data",
+                plan.data_to,
+                ("pool_bytes", pool.lv_size),
                 A::LvextendThinPool,
-                argv,
-                Some(why("data", from, to)),
-                vec![
-                    ("pool_bytes", from.to_string()),
-                    ("target_bytes", to.to_string()),
-                    ("data_percent", used(pool.data_percent)),
-                ],
-            )
-            .await
-            .map_err(|e| failed(e.message))?;
-        }
-        if let Some(to) = plan.metadata_to {
-            let from = pool.lv_metadata_size.unwrap_or_default();
-            let argv = commands::lvextend_pool_metadata(&self.vg, &tp.name, to).map_err(cmd_err)?;
+                plan.data_to
+                    .map(|to| commands::lvextend_pool(&self.vg, &tp.name, to)),
+                ("data_percent", used(pool.data_percent)),
+            ),
+            (
+                "metadata",
+                plan.metadata_to,
+                ("metadata_bytes", pool.lv_metadata_size),
+                A::LvextendPoolMetadata,
+                plan.metadata_to
+                    .map(|to| commands::lvextend_pool_metadata(&self.vg, &tp.name, to)),
+                ("metadata_percent", used(pool.metadata_percent)),
+            ),
+        ];
+        for (part, to, (from_key, from), action, argv, use_fact) in parts {
+            let (Some(to), Some(argv)) = (to, argv) else {
+                continue;
+            };
+            let from = from.unwrap_or_default();
             self.host_step_with(
                 steps,
-                A::LvextendPoolMetadata,
-                argv,
-                Some(why("metadata", from, to)),
+                action,
+                argv.map_err(cmd_err)?,
+                Some(why(part, from, to)),
                 vec![
-                    ("metadata_bytes", from.to_string()),
+                    (from_key, from.to_string()),
                     ("target_bytes", to.to_string()),
-                    ("metadata_percent", used(pool.metadata_percent)),
+                    use_fact,
                 ],
             )
             .await
