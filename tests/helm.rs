@@ -342,7 +342,8 @@ fn render_kustomize(dir: &str) -> Vec<Value> {
 }
 
 /// The audit's settings reach vg-manager through the operator's `--vg-manager-command`; the
-/// `leaked` policy, and only it, lets vg-manager list PersistentVolumes.
+/// `leaked` policy, and only it, lets vg-manager list PersistentVolumes. The dead-node grace
+/// reaches the operator.
 #[test]
 fn the_audit_policy_reaches_vg_manager_and_grants_only_what_it_needs() {
     let chart = repo("deploy/helm/lvms");
@@ -396,6 +397,26 @@ fn the_audit_policy_reaches_vg_manager_and_grants_only_what_it_needs() {
         .to_string();
     assert!(
         bad.contains("audit.repair") && bad.contains("none or leaked"),
+        "{bad}"
+    );
+
+    // The dead-node grace: the operator's own flag, only when it is not the default.
+    assert!(
+        !manager_args(&default)
+            .iter()
+            .any(|a| a.starts_with("--dead-node-grace"))
+    );
+    let graced = objs(&[("deadNode.grace", "5m")]);
+    assert!(
+        manager_args(&graced).contains(&"--dead-node-grace=5m".to_string()),
+        "{:?}",
+        manager_args(&graced)
+    );
+    let bad = helm_template(&chart, &[("deadNode.grace", "five minutes")])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        bad.contains("deadNode.grace") && bad.contains("duration"),
         "{bad}"
     );
 }

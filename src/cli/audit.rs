@@ -18,6 +18,7 @@ use crate::api::topolvm::{DRIVER_NAME, TOPOLOGY_NODE_KEY};
 use crate::api::{LVMVolumeGroupNodeStatus, LogicalVolume};
 use crate::kube::list::list_pages as list;
 use crate::node::audit::{ClusterVolume, Finding, FindingKind, NodeAudit, PvRef, stale_volumes};
+use crate::operator::volumes::dead_node::{WRITTEN_OFF_ANNOTATION, record, written_off_findings};
 use crate::vgmanager::audit_unit::{AUDIT_ANNOTATION, AUDIT_REQUEST_ANNOTATION, PublishedAudit};
 
 /// Exit status when `--fail-on-findings` and something was found.
@@ -202,13 +203,28 @@ async fn cluster_half(client: &kube::Client) -> anyhow::Result<Vec<Finding>> {
             volume_id: v.status.and_then(|s| s.volume_id).filter(|i| !i.is_empty()),
         })
         .collect();
-    let nodes: BTreeSet<String> = list(&Api::<Node>::all(client.clone()))
+    let all_nodes = list(&Api::<Node>::all(client.clone()))
         .await
-        .context("listing Nodes")?
-        .into_iter()
-        .filter_map(|n| n.metadata.name)
+        .context("listing Nodes")?;
+    let nodes: BTreeSet<String> = all_nodes
+        .iter()
+        .filter_map(|n| n.metadata.name.clone())
         .collect();
-    Ok(stale_volumes(&pvs, &volumes, &nodes))
+    let mut out = stale_volumes(&pvs, &volumes, &nodes);
+    for n in &all_nodes {
+        let name = n.metadata.name.as_deref().unwrap_or_default();
+        match record(n) {
+            None => {}
+            Some(Ok(r)) => out.extend(written_off_findings(name, &r)),
+            Some(Err(e)) => out.push(Finding::new(
+                FindingKind::WrittenOff,
+                name,
+                format!("Node {name}'s annotation {WRITTEN_OFF_ANNOTATION} is not a record ({e}): what was written off there is in the operator's journal (`lvms journal inspect`, release-logical-volume steps)"),
+            )),
+        }
+    }
+    out.sort_by_key(Finding::key);
+    Ok(out)
 }
 
 fn pv_ref(pv: PersistentVolume) -> Option<PvRef> {

@@ -45,6 +45,12 @@ pub struct OperatorArgs {
     /// OpenShift, none elsewhere), `none`, or a PriorityClass's name.
     #[arg(long, env = "VGMANAGER_PRIORITY_CLASS", default_value = "auto")]
     pub vg_manager_priority_class: crate::operator::world::PriorityClassChoice,
+    /// A Node deleted, or tainted `node.kubernetes.io/out-of-service`, has its claims deleted
+    /// and its LogicalVolumes released once it has not been Ready for this long (never while
+    /// its kubelet reports Ready). `0s`: as soon as it is not Ready (Kubernetes's node lifecycle
+    /// controller already waits 40 s of silence before it says so).
+    #[arg(long, env = "LVMS_DEAD_NODE_GRACE", default_value = "0s", value_parser = super::since::parse_duration)]
+    pub dead_node_grace: Duration,
     /// This pod's name (downward API), used for the image lookup, Events and the lease.
     #[arg(long, env = "NAME")]
     pub pod_name: Option<String>,
@@ -130,6 +136,7 @@ pub fn run_cmd(args: OperatorArgs) -> anyhow::Result<ExitCode> {
             image,
             vg_manager_command: args.vg_manager_command,
             vg_manager_priority_class: args.vg_manager_priority_class,
+            dead_node_grace: args.dead_node_grace,
             debounce: args.debounce,
             checkpoint_every: args.journal_checkpoint_every,
             csi_socket: args.csi_socket,

@@ -7,7 +7,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim};
+use k8s_openapi::api::core::v1::{
+    Node, NodeCondition, NodeStatus, PersistentVolume, PersistentVolumeClaim,
+};
 use k8s_openapi::api::storage::v1::{CSIDriver, CSINode, StorageClass};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, DynamicObject};
@@ -516,13 +518,32 @@ fn keep_annotations(meta: &mut ObjectMeta, keep: impl Fn(&str) -> bool) {
     }
 }
 
-/// Nodes: only name, labels, taints and the capacity annotations vg-manager publishes (the CSI
-/// controller places volumes by them) matter; their status (images, conditions) is big.
+/// Nodes: only name, labels, taints, the capacity annotations vg-manager publishes (the CSI
+/// controller places volumes by them), the written-off record and the Ready condition's
+/// status and time (a dead node's volumes are written off by them); the rest of the status
+/// (images, other conditions, heartbeats) is big.
 fn strip_node(node: &mut Node) {
     strip_meta(node);
-    node.status = None;
+    let ready = node
+        .status
+        .take()
+        .and_then(|s| s.conditions)
+        .into_iter()
+        .flatten()
+        .find(|c| c.type_ == "Ready")
+        .map(|c| NodeCondition {
+            type_: c.type_,
+            status: c.status,
+            last_transition_time: c.last_transition_time,
+            ..NodeCondition::default()
+        });
+    node.status = ready.map(|c| NodeStatus {
+        conditions: Some(vec![c]),
+        ..NodeStatus::default()
+    });
     keep_annotations(&mut node.metadata, |k| {
         k.starts_with(crate::api::topolvm::CAPACITY_ANNOTATION_PREFIX)
+            || k == crate::operator::volumes::dead_node::WRITTEN_OFF_ANNOTATION
     });
 }
 
@@ -654,6 +675,51 @@ mod tests {
         assert_eq!(a["volume.kubernetes.io/selected-node"], "n1");
         assert_eq!(pvc.metadata.finalizers.unwrap().len(), 1);
         assert_eq!(pvc.status.unwrap().phase.as_deref(), Some("Pending"));
+    }
+
+    #[test]
+    fn a_node_keeps_its_taints_ready_condition_and_lvms_annotations_only() {
+        let mut node: Node = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "w1", "annotations": {
+                "capacity.topolvm.io/vg1": "1024", "lvms.topolvm.io/written-off": "{}",
+                "other": "x".repeat(4096)}},
+            "spec": {"taints": [{"key": "node.kubernetes.io/out-of-service", "effect": "NoExecute"}]},
+            "status": {
+                "conditions": [
+                    {"type": "MemoryPressure", "status": "False"},
+                    {"type": "Ready", "status": "Unknown", "reason": "NodeStatusUnknown",
+                     "message": "Kubelet stopped posting node status.",
+                     "lastHeartbeatTime": "2026-11-29T11:00:00Z",
+                     "lastTransitionTime": "2026-11-29T11:00:40Z"},
+                ],
+                "images": [{"names": ["x".repeat(4096)]}],
+            }
+        }))
+        .unwrap();
+        super::strip_node(&mut node);
+        let a = node.metadata.annotations.as_ref().unwrap();
+        assert_eq!(
+            a.keys().collect::<Vec<_>>(),
+            ["capacity.topolvm.io/vg1", "lvms.topolvm.io/written-off"]
+        );
+        assert_eq!(
+            node.spec.as_ref().unwrap().taints.as_ref().unwrap().len(),
+            1
+        );
+        let status = node.status.unwrap();
+        assert!(status.images.is_none());
+        let c = status.conditions.unwrap();
+        assert_eq!(c.len(), 1);
+        assert_eq!(
+            (c[0].type_.as_str(), c[0].status.as_str()),
+            ("Ready", "Unknown")
+        );
+        assert_eq!(
+            c[0].last_transition_time.as_ref().unwrap().0.to_string(),
+            "2026-11-29T11:00:40Z"
+        );
+        // A heartbeat alone leaves nothing new in the cache.
+        assert!(c[0].last_heartbeat_time.is_none() && c[0].message.is_none());
     }
 
     use super::*;

@@ -31,16 +31,20 @@ pub enum FindingKind {
     GoneNode,
     /// A journaled step left open longer than replay takes: something keeps it from closing.
     HalfFinished,
+    /// A volume written off when its node was deleted or tainted out-of-service while not
+    /// Ready: its data is on disks nobody sees until the node is back (then: `leaked-lv`).
+    WrittenOff,
 }
 
 impl FindingKind {
-    pub const ALL: [FindingKind; 6] = [
+    pub const ALL: [FindingKind; 7] = [
         FindingKind::LeakedLv,
         FindingKind::ForeignLv,
         FindingKind::MissingLv,
         FindingKind::StalePv,
         FindingKind::GoneNode,
         FindingKind::HalfFinished,
+        FindingKind::WrittenOff,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -51,6 +55,7 @@ impl FindingKind {
             FindingKind::StalePv => "stale-pv",
             FindingKind::GoneNode => "gone-node",
             FindingKind::HalfFinished => "half-finished",
+            FindingKind::WrittenOff => "written-off",
         }
     }
 
@@ -63,6 +68,7 @@ impl FindingKind {
             FindingKind::StalePv => "StalePersistentVolume",
             FindingKind::GoneNode => "VolumeOnGoneNode",
             FindingKind::HalfFinished => "HalfFinishedStep",
+            FindingKind::WrittenOff => "VolumeWrittenOff",
         }
     }
 }
@@ -114,7 +120,7 @@ impl Finding {
         )
     }
 
-    fn new(kind: FindingKind, node: &str, detail: String) -> Self {
+    pub fn new(kind: FindingKind, node: &str, detail: String) -> Self {
         Finding {
             kind,
             node: node.to_string(),

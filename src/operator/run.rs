@@ -39,6 +39,7 @@ pub struct Config {
     pub image: String,
     pub vg_manager_command: Vec<String>,
     pub vg_manager_priority_class: crate::operator::world::PriorityClassChoice,
+    pub dead_node_grace: Duration,
     /// Quiet time that turns a burst of watch events into one pass.
     pub debounce: Duration,
     /// Records between journal checkpoints: a start reads at most about this many records
@@ -104,6 +105,7 @@ pub async fn run(
         image: cfg.image.clone(),
         vg_manager_command: cfg.vg_manager_command.clone(),
         vg_manager_priority_class: cfg.vg_manager_priority_class.clone(),
+        dead_node_grace: cfg.dead_node_grace,
     };
     let deps = UnitDeps {
         ctx: Arc::new(Ctx {

@@ -21,6 +21,9 @@ pub struct OperatorSettings {
     pub vg_manager_command: Vec<String>,
     /// The vg-manager Pods' PriorityClass.
     pub vg_manager_priority_class: PriorityClassChoice,
+    /// How long a deleted or out-of-service Node must have been not Ready before its volumes
+    /// are written off (`--dead-node-grace`).
+    pub dead_node_grace: std::time::Duration,
 }
 
 /// Which PriorityClass the vg-manager Pods name (`--vg-manager-priority-class`).

@@ -451,12 +451,19 @@ async fn operator_killed_at_each_helper_fault_point_reports_once_and_still_finis
         .await
         .expect("claim");
     let chain = [
+        "intent-durable:topolvm-node#record-written-off",
         "intent-durable:topolvm-node#delete-claim",
         "applied:topolvm-node#release-logical-volume",
         "intent-durable:topolvm-node#release-logical-volume",
         "applied:topolvm-node#remove-node-finalizer",
     ];
     restart(&mut n, &socket, &[("LVMS_CRASH_AT", chain[0])]);
+    let uid = Api::<Node>::all(client.clone())
+        .get(NODE)
+        .await
+        .expect("node-a")
+        .metadata
+        .uid;
     Api::<Node>::all(client.clone())
         .delete(NODE, &DeleteParams::default())
         .await
@@ -491,10 +498,19 @@ async fn operator_killed_at_each_helper_fault_point_reports_once_and_still_finis
     let recs: Vec<_> = j.iter().collect::<Result<_, _>>().expect("journal");
     let effects = lvms_testkit::journal::effects(&recs, "topolvm-node");
     for action in [
+        "record-written-off",
         "delete-claim",
         "release-logical-volume",
         "remove-node-finalizer",
     ] {
         assert!(effects.contains_key(action), "{action}: {effects:?}");
     }
+    // The write-off's Warning, its step killed before it was made: published once, by replay.
+    let warned: Vec<Event> = events(&client, "default", "VolumesWrittenOff", NODE)
+        .await
+        .into_iter()
+        .filter(|e| e.regarding.as_ref().and_then(|r| r.uid.clone()) == uid)
+        .collect();
+    assert_eq!(warned.len(), 1, "{warned:?}");
+    assert_eq!(lvms_testkit::events::series_count(&warned[0]), 1);
 }

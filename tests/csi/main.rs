@@ -9,6 +9,7 @@ mod audit;
 mod boundary;
 mod common;
 mod crash;
+mod dead_node;
 mod group;
 mod helpers;
 mod liveness;

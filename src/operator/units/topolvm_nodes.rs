@@ -1,27 +1,43 @@
-//! `topolvm-node` (TopoLVM's Node reconciler): a Node being deleted that carries
-//! `topolvm.io/node` has its claims on `topolvm.io` classes deleted and its LogicalVolumes
-//! released and deleted (the node's vg-manager is gone with it, so nothing else would ever
-//! let them go), then the finalizer removed. Each write is a journaled step on the object it
-//! touches.
+//! `topolvm-node` (TopoLVM's Node reconciler, and what lvms adds for a node that died): a node
+//! written off ([`crate::operator::volumes::dead_node`]: deleted, or tainted out-of-service,
+//! and not Ready for `--dead-node-grace`) has what it held recorded on the Node (a Warning
+//! names it), its claims on `topolvm.io` classes deleted and its LogicalVolumes released and
+//! deleted (its vg-manager is gone, so nothing else would ever let them go), then, if deleted,
+//! the finalizer removed. A node that comes back has its record removed and its vg-manager
+//! asked for an audit, which reports what is left on its disks. Each write is a journaled
+//! step on the object it touches.
 
 use std::sync::Arc;
+use std::time::Duration;
 
-use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+use k8s_openapi::api::core::v1::{Node, PersistentVolumeClaim};
+use k8s_openapi::jiff::Timestamp;
 use kube::Api;
-use kube::api::{DeleteParams, Preconditions};
+use kube::api::{DeleteParams, Patch, PatchParams, Preconditions};
 use lvms_actors::{Action, Done, Pass, StepSpec, Steps, Unit, UnitError};
-use lvms_journal::{Intent, ObjectRef, Replayed};
+use lvms_journal::{EventNote, Intent, ObjectRef, Replayed};
+use serde_json::json;
+use tracing::info;
 
 use crate::api::topolvm::NODE_FINALIZER;
-use crate::api::{LOGICAL_VOLUME_FINALIZER, LogicalVolume};
+use crate::api::{LOGICAL_VOLUME_FINALIZER, LVMVolumeGroupNodeStatus, LogicalVolume};
 use crate::csi::controller::volumes::Volumes;
 use crate::kube::apply::{self, unit_error};
 use crate::kube::kinds::Kind;
 use crate::operator::context::{Ctx, object_ref};
 use crate::operator::volumes::actions::VolumeHelperAction as A;
-use crate::operator::volumes::node_cleanup::{CleanupStep, cleanup, driver_classes, finalizing};
+use crate::operator::volumes::dead_node::{
+    Trigger, Verdict, WRITTEN_OFF_ANNOTATION, WrittenOff, merged, new_volumes, record, verdict,
+    volumes_digest, volumes_of, written_off_note,
+};
+use crate::operator::volumes::node_cleanup::{CleanupStep, cleanup, driver_classes};
+use crate::vgmanager::audit_unit::AUDIT_REQUEST_ANNOTATION;
 
 pub const UNIT: &str = crate::operator::table::UnitId::TopolvmNodes.name();
+
+pub const REASON_WRITTEN_OFF: &str = "VolumesWrittenOff";
+pub const REASON_STILL_READY: &str = "NodeStillReady";
+pub const REASON_BACK: &str = "WrittenOffVolumesOnDisk";
 
 pub struct TopolvmNodesUnit {
     pub ctx: Arc<Ctx>,
@@ -72,7 +88,58 @@ async fn remove_node_finalizer(client: &kube::Client, node: &str) -> Result<Done
     .await
 }
 
+/// The record on the Node (a merge patch of one annotation: idempotent). A Node already gone
+/// needs none.
+async fn write_record(
+    client: &kube::Client,
+    node: &str,
+    record: &WrittenOff,
+) -> Result<Done, UnitError> {
+    let text = serde_json::to_string(record)
+        .map_err(|e| UnitError::permanent("RecordUnencodable", e.to_string()))?;
+    let patch = Patch::Merge(json!({"metadata": {"annotations": {WRITTEN_OFF_ANNOTATION: text}}}));
+    match Api::<Node>::all(client.clone())
+        .patch_metadata(node, &PatchParams::default(), &patch)
+        .await
+    {
+        Ok(_) => Ok(Done::default().with_fact("recorded", record.count.to_string())),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(Done::default().with_fact("gone", "true")),
+        Err(e) => Err(unit_error(&format!("annotate Node {node}"), e)),
+    }
+}
+
 impl TopolvmNodesUnit {
+    fn all_volumes(&self) -> Result<Vec<Arc<LogicalVolume>>, UnitError> {
+        self.volumes.all().ok_or_else(|| {
+            UnitError::retryable(
+                "LogicalVolumesNotSynced",
+                "the LogicalVolume index has not listed yet: a written-off node's volumes are not known",
+            )
+        })
+    }
+
+    fn node(&self, name: &str) -> Option<Arc<Node>> {
+        self.ctx
+            .caches
+            .nodes
+            .state()
+            .into_iter()
+            .find(|n| n.metadata.name.as_deref() == Some(name))
+    }
+
+    /// Records the node's volumes not yet recorded, with the Warning `note` (the Event is
+    /// published even when a kill came after the write: the step's replay).
+    async fn record(&self, node: &Node, trigger: Trigger, note: String) -> Result<Done, UnitError> {
+        let name = node.metadata.name.clone().unwrap_or_default();
+        let vols = volumes_of(&name, &self.all_volumes()?);
+        let earlier = record(node).and_then(Result::ok);
+        let done = match merged(earlier.as_ref(), &vols, trigger, Timestamp::now()) {
+            Some(rec) => write_record(&self.ctx.client, &name, &rec).await?,
+            None => Done::default().with_fact("recorded", "already"),
+        };
+        Ok(done.with_event(EventNote::warning(REASON_WRITTEN_OFF, note)))
+    }
+
     fn volume_object(&self, name: &str) -> ObjectRef {
         self.volumes
             .get(name)
@@ -84,22 +151,37 @@ impl TopolvmNodesUnit {
             })
     }
 
-    async fn finish(
+    /// A node written off: record, claims, volumes, finalizer.
+    async fn write_off(
         &self,
         steps: &Steps,
-        node: &k8s_openapi::api::core::v1::Node,
+        node: &Node,
+        trigger: Trigger,
     ) -> Result<usize, UnitError> {
-        let all: Vec<Arc<LogicalVolume>> = self.volumes.all().ok_or_else(|| {
-            UnitError::retryable(
-                "LogicalVolumesNotSynced",
-                "the LogicalVolume index has not listed yet: a deleted node's volumes are not known",
-            )
-        })?;
+        let all = self.all_volumes()?;
         let classes = driver_classes(&self.ctx.caches.storage_classes.state());
         let claims = self.ctx.caches.pvcs.state();
-        let plan = cleanup(node, &claims, &classes, &all);
+        let plan = cleanup(node, trigger, &claims, &classes, &all);
         let client = &self.ctx.client;
         let node_name = node.metadata.name.clone().unwrap_or_default();
+        let earlier = record(node).and_then(Result::ok);
+        let new = new_volumes(earlier.as_ref(), &volumes_of(&node_name, &all));
+        let mut applied = 0;
+        if !new.is_empty() {
+            let note = written_off_note(&node_name, &new, trigger);
+            // Once per set of volumes: replay may have recorded them before the Node cache
+            // shows it.
+            let spec = StepSpec::new(object_ref(node), A::RecordWrittenOff)
+                .args(vec![trigger_arg(trigger).into(), note.clone()])
+                .digest(volumes_digest(&new));
+            if steps
+                .run_once(spec, || self.record(node, trigger, note))
+                .await?
+                .is_some()
+            {
+                applied += 1;
+            }
+        }
         for step in &plan {
             match step {
                 CleanupStep::DeleteClaim { namespace, name } => {
@@ -129,8 +211,74 @@ impl TopolvmNodesUnit {
                 }
             }
         }
-        Ok(plan.len())
+        Ok(applied + plan.len())
     }
+
+    /// A node back: the record off, and its vg-manager asked for an audit now (a node that
+    /// comes back without a restart would otherwise report its leftovers only at its next
+    /// interval).
+    async fn forget(&self, node: &str) -> Result<Done, UnitError> {
+        let done = apply::remove_annotations(
+            &self.ctx.client,
+            Kind::Node,
+            "",
+            node,
+            &[WRITTEN_OFF_ANNOTATION.to_string()],
+        )
+        .await?;
+        let token = lvms_journal::rfc3339_utc(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_millis() as u64)
+                .unwrap_or_default(),
+        );
+        let api: Api<LVMVolumeGroupNodeStatus> =
+            Api::namespaced(self.ctx.client.clone(), &self.ctx.settings.namespace);
+        let patch =
+            Patch::Merge(json!({"metadata": {"annotations": {AUDIT_REQUEST_ANNOTATION: token}}}));
+        match api.patch(node, &PatchParams::default(), &patch).await {
+            Ok(_) => Ok(done.with_fact("audit-requested", token)),
+            // No node status (no LVMCluster selects it any more): no audit to ask for.
+            Err(kube::Error::Api(s)) if s.code == 404 => {
+                Ok(done.with_fact("audit-requested", "no node status"))
+            }
+            Err(e) => Err(unit_error(&format!("ask node {node} for an audit"), e)),
+        }
+    }
+}
+
+fn back_note(node: &Node) -> String {
+    let name = node.metadata.name.as_deref().unwrap_or_default();
+    match record(node) {
+        Some(Ok(r)) => format!(
+            "node {name} is Ready again: the {} volume(s) written off at {} are still on its disks until removed; its vg-manager's audit (asked for now) reports each LV as leaked-lv (`lvms audit`), and `--audit-repair leaked` removes them",
+            r.count, r.at
+        ),
+        _ => format!(
+            "node {name} is Ready again with a written-off record that does not parse; its vg-manager's audit (asked for now) reports what is left on its disks (`lvms audit`)"
+        ),
+    }
+}
+
+fn still_ready_note(node: &str, trigger: Trigger, grace: Duration) -> String {
+    format!(
+        "node {node} is {} but its kubelet reports Ready: lvms keeps its claims and volumes until it has not been Ready for {} (--dead-node-grace); TopoLVM would delete its claims now",
+        trigger.describe(),
+        crate::cli::since::format_duration(grace)
+    )
+}
+
+fn trigger_arg(t: Trigger) -> &'static str {
+    match t {
+        Trigger::Deleted => "deleted",
+        Trigger::OutOfService => "out-of-service",
+    }
+}
+
+fn trigger_of(arg: &str) -> Option<Trigger> {
+    [Trigger::Deleted, Trigger::OutOfService]
+        .into_iter()
+        .find(|t| trigger_arg(*t) == arg)
 }
 
 impl Unit for TopolvmNodesUnit {
@@ -140,32 +288,106 @@ impl Unit for TopolvmNodesUnit {
 
     async fn reconcile(&self, steps: &Steps) -> Result<Pass, UnitError> {
         super::begin_volume_helper_pass(steps, "Node");
-        let (mut finished, mut applied) = (0usize, 0usize);
+        let grace = self.ctx.settings.dead_node_grace;
+        let now = Timestamp::now();
+        let (mut written_off, mut applied, mut held, mut back) = (0usize, 0usize, 0usize, 0usize);
+        let mut requeue: Option<Duration> = None;
         for node in self.ctx.caches.nodes.state() {
-            if !finalizing(&node) {
-                continue;
+            let name = node.metadata.name.clone().unwrap_or_default();
+            match verdict(&node, now, grace) {
+                Verdict::Alive => {}
+                Verdict::WriteOff(trigger) => {
+                    applied += self.write_off(steps, &node, trigger).await?;
+                    written_off += 1;
+                }
+                Verdict::Wait { trigger, after } => {
+                    info!(node = %name, ?trigger, wait_s = after.as_secs(), "not Ready for less than --dead-node-grace");
+                    // A second more: the condition's time has second precision.
+                    let after = after.saturating_add(Duration::from_secs(1));
+                    requeue = Some(requeue.map_or(after, |r| r.min(after)));
+                }
+                Verdict::StillReady(trigger) => {
+                    held += 1;
+                    let note = still_ready_note(&name, trigger, grace);
+                    // Once per Node and trigger: a node deleted again later is news.
+                    let spec = StepSpec::new(object_ref(node.as_ref()), A::ReportNodeStillReady)
+                        .args(vec![trigger_arg(trigger).into()]);
+                    steps
+                        .run_once(spec, || async {
+                            Ok(Done::event(EventNote::warning(REASON_STILL_READY, note)))
+                        })
+                        .await?;
+                }
+                Verdict::Back => {
+                    let note = back_note(&node);
+                    let spec = StepSpec::new(object_ref(node.as_ref()), A::ForgetWrittenOff)
+                        .args(vec![note.clone()]);
+                    steps
+                        .run(spec, || async {
+                            Ok(self
+                                .forget(&name)
+                                .await?
+                                .with_event(EventNote::warning(REASON_BACK, note)))
+                        })
+                        .await?;
+                    back += 1;
+                }
             }
-            applied += self.finish(steps, &node).await?;
-            finished += 1;
         }
         Ok(Pass {
-            summary: format!("{finished} deleted node(s) finalized, {applied} step(s)"),
-            requeue_after: None,
+            summary: format!(
+                "{written_off} node(s) written off, {applied} step(s); {held} held while Ready; {back} back"
+            ),
+            requeue_after: requeue,
         })
     }
 
-    /// Every step is idempotent on what it names (a uid-guarded delete, finalizer edits that
-    /// re-read): replay redoes it.
+    /// Every write is idempotent on what it names (a uid-guarded delete, finalizer and
+    /// annotation edits): replay redoes it, and publishes the step's Event a kill kept from its
+    /// outcome.
     async fn replay(&self, intent: &Intent, _steps: &Steps) -> Result<Done, UnitError> {
         let action = intent
             .action_as::<A>()
             .map_err(|e| UnitError::permanent("UnknownAction", e.to_string()))?;
         let client = &self.ctx.client;
         let o = &intent.object;
+        let arg = |i: usize| intent.args.get(i).cloned().unwrap_or_default();
         let done = match action {
             A::DeleteClaim => delete_claim(client, o).await?,
             A::ReleaseLogicalVolume => release_volume(client, &o.name).await?,
             A::RemoveNodeFinalizer => remove_node_finalizer(client, &o.name).await?,
+            A::RecordWrittenOff => {
+                let trigger = trigger_of(&arg(0)).ok_or_else(|| {
+                    UnitError::permanent(
+                        "BadArgs",
+                        format!("record-written-off: {:?} is not a trigger", arg(0)),
+                    )
+                })?;
+                match self.node(&o.name) {
+                    Some(node) => self.record(&node, trigger, arg(1)).await?,
+                    // The Node went (its finalizer came off after the record): the Warning
+                    // still tells what was written off.
+                    None => Done::event(EventNote::warning(REASON_WRITTEN_OFF, arg(1))),
+                }
+            }
+            A::ReportNodeStillReady => {
+                // The moment may have passed: published only if the Node is still held.
+                let grace = self.ctx.settings.dead_node_grace;
+                match self
+                    .node(&o.name)
+                    .map(|n| verdict(&n, Timestamp::now(), grace))
+                {
+                    Some(Verdict::StillReady(t)) => Done::event(EventNote::warning(
+                        REASON_STILL_READY,
+                        still_ready_note(&o.name, t, grace),
+                    )),
+                    _ => return Ok(Done::replayed(Replayed::Superseded)),
+                }
+            }
+            A::ForgetWrittenOff => self
+                .forget(&o.name)
+                .await?
+                .with_event(EventNote::warning(REASON_BACK, arg(0))),
             other => {
                 return Err(UnitError::permanent(
                     "UnknownAction",

@@ -16,6 +16,15 @@ pub enum VolumeHelperAction {
     ReleaseLogicalVolume,
     /// Remove `topolvm.io/node` from a Node once its volumes are cleaned up.
     RemoveNodeFinalizer,
+    /// Write the record of a node's written-off volumes on the Node (the Warning
+    /// `VolumesWrittenOff` is the step's Event). Args: the trigger, the Event's note.
+    RecordWrittenOff,
+    /// No write: a Warning `NodeStillReady` on a deleted or out-of-service Node whose kubelet
+    /// still reports Ready. Args: the trigger, the note.
+    ReportNodeStillReady,
+    /// A node back: its record removed and its vg-manager asked for an audit (the Warning
+    /// `WrittenOffVolumesOnDisk`). Args: the note.
+    ForgetWrittenOff,
     /// Remove TopoLVM's legacy claim finalizers (`topolvm.io/pvc`, `topolvm.cybozu.com/pvc`).
     /// Args: the finalizers.
     RemoveLegacyClaimFinalizer,
@@ -32,6 +41,9 @@ impl Action for VolumeHelperAction {
         Self::DeleteClaim,
         Self::ReleaseLogicalVolume,
         Self::RemoveNodeFinalizer,
+        Self::RecordWrittenOff,
+        Self::ReportNodeStillReady,
+        Self::ForgetWrittenOff,
         Self::RemoveLegacyClaimFinalizer,
         Self::NudgeResizeFs,
     ];
@@ -44,6 +56,9 @@ impl Action for VolumeHelperAction {
             Self::DeleteClaim => "delete-claim",
             Self::ReleaseLogicalVolume => "release-logical-volume",
             Self::RemoveNodeFinalizer => "remove-node-finalizer",
+            Self::RecordWrittenOff => "record-written-off",
+            Self::ReportNodeStillReady => "report-node-still-ready",
+            Self::ForgetWrittenOff => "forget-written-off",
             Self::RemoveLegacyClaimFinalizer => "remove-legacy-claim-finalizer",
             Self::NudgeResizeFs => "nudge-resizefs",
         }

@@ -6,6 +6,7 @@
 
 pub mod actions;
 pub mod claims;
+pub mod dead_node;
 pub mod node_cleanup;
 pub mod persistent_volumes;
 pub mod resize;

@@ -1,8 +1,8 @@
 //! TopoLVM's Node finalizer (`topolvm.io/node`, added by vg-manager with the capacity
-//! annotations), as a pure decision: once a Node is being deleted its volumes cannot come
-//! back, so the claims scheduled onto it (on `topolvm.io` StorageClasses) are deleted, its
-//! LogicalVolumes are released (finalizer stripped: no vg-manager will run `lvremove`) and
-//! deleted, and then the finalizer comes off.
+//! annotations), as a pure decision: once a node is written off ([`super::dead_node`]) its
+//! volumes cannot come back, so the claims scheduled onto it (on `topolvm.io` StorageClasses)
+//! are deleted, its LogicalVolumes are released (finalizer stripped: no vg-manager will run
+//! `lvremove`) and deleted, and then, for a deleted Node, the finalizer comes off.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -11,6 +11,7 @@ use k8s_openapi::api::core::v1::{Node, PersistentVolumeClaim};
 use k8s_openapi::api::storage::v1::StorageClass;
 
 use super::SELECTED_NODE_ANNOTATION;
+use super::dead_node::Trigger;
 use crate::api::topolvm::{DRIVER_NAME, NODE_FINALIZER};
 use crate::api::{LOGICAL_VOLUME_FINALIZER, LogicalVolume};
 
@@ -39,17 +40,17 @@ pub fn driver_classes(classes: &[Arc<StorageClass>]) -> BTreeSet<String> {
         .collect()
 }
 
-/// The steps, in TopoLVM's order, that finish a deleted Node; empty when its finalizer does
-/// not hold it. Claims and LogicalVolumes already on their way out need nothing more.
+/// The steps, in TopoLVM's order, that write off a node's volumes (the caller has decided it
+/// is gone: [`super::dead_node::verdict`]). Claims and LogicalVolumes already on their way out
+/// need nothing more; the finalizer comes off only a deleted Node (an out-of-service one
+/// stays, and may come back).
 pub fn cleanup(
     node: &Node,
+    trigger: Trigger,
     claims: &[Arc<PersistentVolumeClaim>],
     classes: &BTreeSet<String>,
     volumes: &[Arc<LogicalVolume>],
 ) -> Vec<CleanupStep> {
-    if !finalizing(node) {
-        return Vec::new();
-    }
     let name = node.metadata.name.as_deref().unwrap_or_default();
     let mut steps: Vec<CleanupStep> = claims
         .iter()
@@ -84,7 +85,9 @@ pub fn cleanup(
                 name: v.metadata.name.clone().unwrap_or_default(),
             }),
     );
-    steps.push(CleanupStep::RemoveFinalizer);
+    if trigger == Trigger::Deleted && finalizing(node) {
+        steps.push(CleanupStep::RemoveFinalizer);
+    }
     steps
 }
 
@@ -143,6 +146,7 @@ mod tests {
         ];
         let steps = cleanup(
             &node(true, &[NODE_FINALIZER, "other"]),
+            Trigger::Deleted,
             &claims,
             &classes,
             &volumes,
@@ -166,10 +170,28 @@ mod tests {
     }
 
     #[test]
-    fn a_live_node_or_one_without_the_finalizer_is_left_alone() {
+    fn an_out_of_service_node_keeps_its_finalizer() {
         let classes = BTreeSet::from(["lvms-vg1".to_string()]);
         let claims = [claim("a", "lvms-vg1", "w1")];
-        assert!(cleanup(&node(false, &[NODE_FINALIZER]), &claims, &classes, &[]).is_empty());
-        assert!(cleanup(&node(true, &["other"]), &claims, &classes, &[]).is_empty());
+        let volumes = [volume("lv-a", "w1", false, true)];
+        let steps = cleanup(
+            &node(false, &[NODE_FINALIZER]),
+            Trigger::OutOfService,
+            &claims,
+            &classes,
+            &volumes,
+        );
+        assert_eq!(
+            steps,
+            [
+                CleanupStep::DeleteClaim {
+                    namespace: "ns".into(),
+                    name: "a".into()
+                },
+                CleanupStep::ReleaseLogicalVolume {
+                    name: "lv-a".into()
+                },
+            ]
+        );
     }
 }

@@ -225,6 +225,11 @@ impl ControlPlane {
                 "persistentvolume-expander-controller",
                 "persistentvolumeclaim-protection-controller",
                 "persistentvolume-protection-controller",
+                // A terminating Pod on a Node tainted out-of-service and not Ready is
+                // force-deleted (what lets a dead node's claims go). Not the taint eviction
+                // controller: it needs the node lifecycle controller's Pod index, and that
+                // controller would mark every kubelet-less Node of this tier NotReady.
+                "pod-garbage-collector-controller",
             ];
             if opts.real_nodes {
                 controllers.extend([
@@ -239,7 +244,6 @@ impl ControlPlane {
                     "node-lifecycle-controller",
                     "persistentvolume-attach-detach-controller",
                     "ephemeral-volume-controller",
-                    "pod-garbage-collector-controller",
                 ]);
             }
             let mut kcm = Command::new(opts.bin_dir.join("kube-controller-manager"));

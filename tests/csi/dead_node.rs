@@ -1,0 +1,436 @@
+//! A node that dies without a graceful delete (topolvm#868), on real lvm2, a real API server
+//! and kube-controller-manager's own taint eviction and Pod garbage collection: node-a with
+//! two bound claims (one used by a Pod) stops (its vg-manager killed, its Ready condition
+//! Unknown as the node lifecycle controller writes it) and is tainted
+//! `node.kubernetes.io/out-of-service`; its Pod is evicted. Nothing happens within `--dead-node-grace`; then the
+//! operator records what it writes off on the Node (one Warning), deletes the claims (the
+//! Pod, force-deleted by kube-controller-manager's Pod GC, lets the used one go) and
+//! releases the LogicalVolumes; `lvms audit` lists each written-off volume. The node comes
+//! back: the record goes, its vg-manager's audit reports both LVs as leaked-lv, the `leaked`
+//! repair removes them, and a claim of the same name binds on it again. Last, a Node deleted
+//! while its kubelet still reports Ready keeps its claims (one Warning) until it is not.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::events::v1::Event;
+use kube::Api;
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use lvms_testkit::eventually;
+use serde_json::{Value, json};
+
+use crate::common::{NODE, ThickNode};
+
+const SLOW: Duration = Duration::from_secs(90);
+const GRACE_S: u64 = 20;
+
+fn claim(name: &str, class: &str) -> PersistentVolumeClaim {
+    lvms_testkit::fixtures::csi::claim(name, &format!("lvms-{class}"), "20Mi", NODE, None)
+}
+
+/// Events in `default` (where Events about Nodes go) with this reason about this node-a
+/// (`uid`: other scenarios' node-a come and go in this process).
+async fn node_events(client: &kube::Client, uid: &str, reason: &str) -> Vec<Event> {
+    Api::<Event>::namespaced(client.clone(), "default")
+        .list(&ListParams::default())
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some(reason))
+        .filter(|e| e.regarding.as_ref().and_then(|r| r.uid.as_deref()) == Some(uid))
+        .collect()
+}
+
+/// node-a's Ready condition as the node lifecycle controller (or kubelet) writes it.
+async fn set_ready(client: &kube::Client, status: &str) {
+    let now = k8s_openapi::jiff::Timestamp::now().to_string();
+    Api::<Node>::all(client.clone())
+        .patch_status(
+            NODE,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"conditions": [{
+                "type": "Ready", "status": status, "reason": "Test",
+                "lastHeartbeatTime": now, "lastTransitionTime": now,
+            }]}})),
+        )
+        .await
+        .expect("node-a's Ready condition");
+}
+
+async fn set_taints(client: &kube::Client, taints: Value) {
+    Api::<Node>::all(client.clone())
+        .patch(
+            NODE,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"taints": taints}})),
+        )
+        .await
+        .expect("node-a's taints");
+}
+
+fn bound_volume(c: &PersistentVolumeClaim) -> Option<String> {
+    (c.status.as_ref()?.phase.as_deref() == Some("Bound"))
+        .then(|| c.spec.as_ref()?.volume_name.clone())
+        .flatten()
+}
+
+/// `lvms audit [--now] -o json`: (kind, LV or object) of node-a's findings, and of the
+/// cluster's that name one of `ours` (other scenarios of this process leave theirs).
+fn audit(n: &ThickNode, now: bool, ours: &[String]) -> Vec<(String, String)> {
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_lvms"));
+    cmd.args([
+        "audit",
+        "-o",
+        "json",
+        "--timeout",
+        "60s",
+        "-n",
+        &n.s.ns.name,
+    ]);
+    if now {
+        cmd.arg("--now");
+    }
+    let out = cmd
+        .env("KUBECONFIG", &lvms_testkit::env::env().cp.kubeconfig)
+        .output()
+        .expect("lvms audit");
+    assert!(
+        out.status.success(),
+        "lvms audit: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let a: Value = serde_json::from_slice(&out.stdout).expect("audit JSON");
+    let what = |f: &Value| {
+        let what = f["lv"]
+            .as_str()
+            .or(f["logicalVolume"].as_str())
+            .unwrap_or_default()
+            .to_string();
+        (f["kind"].as_str().unwrap_or_default().to_string(), what)
+    };
+    let mut found: Vec<(String, String)> = a["nodes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|n| n["findings"].as_array().cloned().unwrap_or_default())
+        .map(|f| what(&f))
+        .chain(
+            a["cluster"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(what)
+                .filter(|(_, lv)| ours.contains(lv)),
+        )
+        .collect();
+    found.sort();
+    found
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_node_is_written_off_after_its_grace_and_its_leftovers_are_found_when_it_returns() {
+    let mut n = ThickNode::start_with("csi-dead-node", &[], 400, json!({"fstype": "ext4"})).await;
+    let grace = format!("{GRACE_S}s");
+    n.op.kill();
+    n.op = n.s.operator(&[], &["--dead-node-grace", &grace]);
+    let provisioner = n.sidecar_env(
+        "csi-provisioner",
+        &[
+            "--feature-gates=Topology=true",
+            "--extra-create-metadata",
+            "--leader-election=false",
+            "--timeout=30s",
+            "--retry-interval-start=500ms",
+            "--retry-interval-max=5s",
+        ],
+        &[("NAMESPACE", n.s.ns.name.as_str())],
+    );
+    let client = n.s.client.clone();
+    let ns = n.s.ns.name.clone();
+    let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), &ns);
+    let pvs: Api<PersistentVolume> = Api::all(client.clone());
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    set_ready(&client, "True").await;
+    let uid = Api::<Node>::all(client.clone())
+        .get(NODE)
+        .await
+        .expect("node-a")
+        .metadata
+        .uid
+        .expect("a uid");
+
+    // Two claims bound on node-a; a Pod on node-a mounts one.
+    for c in ["data", "idle"] {
+        pvcs.create(&PostParams::default(), &claim(c, &n.class))
+            .await
+            .expect("claim");
+    }
+    let mut bound = Vec::new();
+    for c in ["data", "idle"] {
+        let pv = eventually(SLOW, || async { bound_volume(&pvcs.get(c).await.ok()?) })
+            .await
+            .unwrap_or_else(|| {
+                panic!(
+                    "{c} never Bound; provisioner:\n{}\noperator:\n{}",
+                    lvms_testkit::process::tail(&provisioner.log_text(), 30),
+                    lvms_testkit::process::tail(&n.op.log_text(), 30)
+                )
+            });
+        bound.push(pv);
+    }
+    let volumes = n
+        .logical_volumes()
+        .list(&ListParams::default())
+        .await
+        .expect("LogicalVolumes")
+        .items;
+    let mut lv_ids: Vec<String> = volumes
+        .iter()
+        .filter(|v| v.spec.node_name == NODE)
+        .filter_map(|v| v.status.as_ref()?.volume_id.clone())
+        .collect();
+    lv_ids.sort();
+    assert_eq!(lv_ids.len(), 2, "{volumes:?}");
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "app"},
+        "spec": {"nodeName": NODE, "containers": [{"name": "c", "image": "busybox"}],
+                 "volumes": [{"name": "v", "persistentVolumeClaim": {"claimName": "data"}}]},
+    }))
+    .unwrap();
+    pods.create(&PostParams::default(), &pod)
+        .await
+        .expect("pod");
+
+    // A Ready node tainted out-of-service keeps everything (one Warning says why).
+    set_taints(
+        &client,
+        json!([{"key": "node.kubernetes.io/out-of-service", "value": "nodeshutdown", "effect": "NoSchedule"}]),
+    )
+    .await;
+    let held = eventually(SLOW, || async {
+        node_events(&client, &uid, "NodeStillReady")
+            .await
+            .into_iter()
+            .next()
+    })
+    .await
+    .expect("no NodeStillReady Warning about a Ready node tainted out-of-service");
+    assert!(
+        held.note
+            .as_deref()
+            .unwrap_or_default()
+            .contains("--dead-node-grace"),
+        "{held:?}"
+    );
+
+    // node-a dies: its vg-manager gone, its kubelet silent, tainted out of service.
+    n.stop_vg_manager();
+    set_ready(&client, "Unknown").await;
+    let died = std::time::Instant::now();
+    set_taints(
+        &client,
+        json!([{"key": "node.kubernetes.io/out-of-service", "value": "nodeshutdown", "effect": "NoExecute"}]),
+    )
+    .await;
+    // The Pod evicted, as the taint eviction controller does on a NoExecute taint (this tier
+    // runs no node lifecycle controller, which it needs): it stays terminating, no kubelet
+    // confirms, until kube-controller-manager's Pod GC force-deletes it off an out-of-service
+    // node that is not Ready.
+    pods.delete("app", &DeleteParams::default())
+        .await
+        .expect("evict app");
+    // Within the grace: nothing written off.
+    tokio::time::sleep(Duration::from_secs(GRACE_S / 2)).await;
+    for c in ["data", "idle"] {
+        let claim = pvcs.get(c).await.expect("claim");
+        assert!(
+            claim.metadata.deletion_timestamp.is_none(),
+            "{c} deleted {:?} into a {GRACE_S} s grace",
+            died.elapsed()
+        );
+    }
+    assert!(
+        node_events(&client, &uid, "VolumesWrittenOff")
+            .await
+            .is_empty()
+    );
+
+    // After it: both claims gone (the Pod force-deleted by kube-controller-manager's Pod GC),
+    // their PVs and LogicalVolumes too; the LVs stay on disk.
+    let gone = eventually(SLOW, || async {
+        let claims = pvcs.list(&ListParams::default()).await.ok()?.items;
+        let pod = pods.get_opt("app").await.ok()?;
+        let pv_left = pvs.list(&ListParams::default()).await.ok()?.items;
+        let lvs = n
+            .logical_volumes()
+            .list(&ListParams::default())
+            .await
+            .ok()?
+            .items;
+        (claims.is_empty()
+            && pod.is_none()
+            && !pv_left
+                .iter()
+                .any(|p| bound.contains(p.metadata.name.as_ref().unwrap()))
+            && lvs.iter().all(|l| l.spec.node_name != NODE))
+        .then_some(())
+    })
+    .await;
+    assert!(
+        gone.is_some(),
+        "node-a's volumes were not written off: claims {:?}, pod {:?}\noperator log:\n{}",
+        pvcs.list(&ListParams::default()).await.map(|l| l
+            .items
+            .into_iter()
+            .map(|c| c.metadata)
+            .collect::<Vec<_>>()),
+        pods.get_opt("app").await.map(|p| p.map(|p| p.metadata)),
+        lvms_testkit::process::tail(&n.op.log_text(), 40)
+    );
+    assert!(
+        died.elapsed() >= Duration::from_secs(GRACE_S),
+        "written off after {:?}, before the grace",
+        died.elapsed()
+    );
+    for id in &lv_ids {
+        assert!(
+            n.lvs().contains_key(id),
+            "{id} left the disk: {:?}",
+            n.lvs()
+        );
+    }
+    let warned = node_events(&client, &uid, "VolumesWrittenOff").await;
+    assert_eq!(warned.len(), 1, "{warned:?}");
+    assert_eq!(warned[0].type_.as_deref(), Some("Warning"));
+    let note = warned[0].note.clone().unwrap_or_default();
+    for id in &lv_ids {
+        assert!(note.contains(id.as_str()), "{id} not in: {note}");
+    }
+    // The record is on the Node, and `lvms audit` lists each written-off volume.
+    let node = Api::<Node>::all(client.clone())
+        .get(NODE)
+        .await
+        .expect("node-a");
+    let record: Value = serde_json::from_str(
+        node.metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get("lvms.topolvm.io/written-off"))
+            .expect("the written-off record on node-a"),
+    )
+    .expect("the record is JSON");
+    assert_eq!(record["count"], 2, "{record}");
+    assert_eq!(record["trigger"], "out-of-service", "{record}");
+    let found = audit(&n, false, &lv_ids);
+    let written: Vec<String> = found
+        .iter()
+        .filter(|(k, _)| k == "written-off")
+        .map(|(_, lv)| lv.clone())
+        .collect();
+    assert_eq!(written, lv_ids, "{found:?}");
+
+    // The node comes back (the admin removes the taint; kubelet reports Ready), its
+    // vg-manager too: the record goes, and its audit reports what is left on its disks.
+    set_taints(&client, json!(null)).await;
+    set_ready(&client, "True").await;
+    n.restart_vg_manager(&[]);
+    let forgotten = eventually(SLOW, || async {
+        let node = Api::<Node>::all(client.clone()).get(NODE).await.ok()?;
+        let a = node.metadata.annotations.unwrap_or_default();
+        (!a.contains_key("lvms.topolvm.io/written-off")).then_some(())
+    })
+    .await;
+    assert!(
+        forgotten.is_some(),
+        "the record stayed on node-a:\n{}",
+        lvms_testkit::process::tail(&n.op.log_text(), 30)
+    );
+    assert_eq!(
+        node_events(&client, &uid, "WrittenOffVolumesOnDisk")
+            .await
+            .len(),
+        1
+    );
+    let leaked: Vec<(String, String)> = lv_ids
+        .iter()
+        .map(|id| ("leaked-lv".to_string(), id.clone()))
+        .collect();
+    assert_eq!(audit(&n, true, &lv_ids), leaked);
+
+    // Under the repair policy the LVs the journal proves lvms made go.
+    n.restart_vg_manager(&[("LVMS_AUDIT_REPAIR", "leaked")]);
+    let repaired = eventually(SLOW, || async {
+        let lvs = n.lvs();
+        lv_ids.iter().all(|id| !lvs.contains_key(id)).then_some(())
+    })
+    .await;
+    assert!(repaired.is_some(), "leaked LVs stayed: {:?}", n.lvs());
+    assert_eq!(audit(&n, true, &lv_ids), vec![]);
+
+    // The workload can come back: a claim of the same name binds on node-a again.
+    pvcs.create(&PostParams::default(), &claim("data", &n.class))
+        .await
+        .expect("claim");
+    eventually(SLOW, || async {
+        bound_volume(&pvcs.get("data").await.ok()?)
+    })
+    .await
+    .expect("a new data never Bound on the returned node");
+
+    // A Node deleted while its kubelet reports Ready keeps its claims (TopoLVM would delete
+    // them now); once it is not Ready for the grace, they go and so does the Node.
+    Api::<Node>::all(client.clone())
+        .delete(NODE, &DeleteParams::default())
+        .await
+        .expect("delete node-a");
+    let still = eventually(SLOW, || async {
+        node_events(&client, &uid, "NodeStillReady")
+            .await
+            .into_iter()
+            .find(|e| e.note.as_deref().unwrap_or_default().contains("deleted"))
+    })
+    .await;
+    assert!(
+        still.is_some(),
+        "no NodeStillReady Warning for the deleted node"
+    );
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let kept = pvcs.get("data").await.expect("data");
+    assert!(
+        kept.metadata.deletion_timestamp.is_none(),
+        "a Ready node's claim was deleted"
+    );
+    n.stop_vg_manager();
+    set_ready(&client, "Unknown").await;
+    let finished = eventually(SLOW, || async {
+        let node = Api::<Node>::all(client.clone()).get_opt(NODE).await.ok()?;
+        let claim = pvcs.get_opt("data").await.ok()?;
+        (node.is_none() && claim.is_none()).then_some(())
+    })
+    .await;
+    assert!(
+        finished.is_some(),
+        "the deleted node never finished:\n{}",
+        lvms_testkit::process::tail(&n.op.log_text(), 40)
+    );
+
+    // The journal: each write once, nothing left open.
+    let j = lvms_testkit::journal::settled(&n.s.operator_journal(), SLOW);
+    let recs: Vec<_> = j.iter().collect::<Result<_, _>>().expect("journal");
+    let effects = lvms_testkit::journal::effects(&recs, "topolvm-node");
+    for (action, took) in [
+        ("record-written-off", 2),
+        ("forget-written-off", 1),
+        ("delete-claim", 3),
+        ("release-logical-volume", 3),
+        ("remove-node-finalizer", 1),
+        ("report-node-still-ready", 2),
+    ] {
+        assert_eq!(
+            effects.get(action).map(|e| e.took),
+            Some(took),
+            "{action}: {effects:?}"
+        );
+    }
+}
