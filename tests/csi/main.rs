@@ -13,6 +13,7 @@ mod dead_node;
 mod group;
 mod helpers;
 mod liveness;
+mod orphan_soak;
 mod provisioning;
 mod pvc;
 mod registration;

@@ -1,0 +1,361 @@
+//! Seeded orphans: each cycle provokes one way storage is orphaned in the field (a
+//! LogicalVolume force-deleted, a claim deleted mid-provisioning while vg-manager is SIGKILLed
+//! at a random fault point, an LV removed behind lvms's back, an LV made by hand, a
+//! PersistentVolume left without its LogicalVolume, a node that vanished, or nothing at all: a
+//! volume made and deleted through a kill) and keeps its own model of what the audit must
+//! find. Every few cycles, and at the end, `lvms audit --now` must report exactly the model;
+//! then the `leaked` repair removes exactly what the journal proves lvms made and nothing
+//! names, and following each remaining finding's advice leaves an audit with nothing.
+//! `cargo test --test csi orphan_soak` runs 10 cycles with seed 7;
+//! `LVMS_ORPHAN_SOAK_SEED=<n>` and `LVMS_ORPHAN_SOAK_CYCLES=<n>` for others.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::PersistentVolume;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use lvms::api::LogicalVolume;
+use lvms_journal::Journal;
+use lvms_testkit::dev::operator::OperatorProcess;
+use lvms_testkit::disks::lvm;
+use lvms_testkit::rng::Rng;
+use serde_json::{Value, json};
+
+use crate::common::{MIB, NODE, ThickNode, create_request, create_until_ok, delete_until_ok};
+
+fn env_u64(name: &str) -> Option<u64> {
+    std::env::var(name).ok()?.parse().ok()
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Provoke {
+    ForceDeleted,
+    DeletedMidProvisioning,
+    RemovedBehindOurBack,
+    MadeByHand,
+    PvWithoutVolume,
+    VanishedNode,
+    NothingThroughAKill,
+}
+
+/// (kind, LV or object) the audit names.
+type Expect = BTreeSet<(String, String)>;
+
+/// `lvms audit --now -o json`: node-a's findings, and the cluster's that name one of `ours`.
+fn audit(n: &ThickNode, ours: &BTreeSet<String>) -> (Expect, Value) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_lvms"))
+        .args(["audit", "--now", "--timeout", "60s", "-o", "json", "-n"])
+        .arg(&n.s.ns.name)
+        .env("KUBECONFIG", &lvms_testkit::env::env().cp.kubeconfig)
+        .output()
+        .expect("lvms audit");
+    assert!(
+        out.status.success(),
+        "lvms audit: {}\nvg-manager:\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        lvms_testkit::process::tail(
+            &n.vgm.as_ref().map(|v| v.log_text()).unwrap_or_default(),
+            30
+        )
+    );
+    let a: Value = serde_json::from_slice(&out.stdout).expect("audit JSON");
+    let what = |f: &Value| {
+        let what = f["lv"]
+            .as_str()
+            .or(f["logicalVolume"].as_str())
+            .unwrap_or_default()
+            .to_string();
+        (f["kind"].as_str().unwrap_or_default().to_string(), what)
+    };
+    let found = a["nodes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|n| n["findings"].as_array().cloned().unwrap_or_default())
+        .map(|f| what(&f))
+        .chain(
+            a["cluster"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(what)
+                .filter(|(_, x)| ours.contains(x)),
+        )
+        .collect();
+    (found, a)
+}
+
+fn lvm_ok(cmd: &str, args: &[&str]) {
+    let (ok, out) = lvm(cmd, args);
+    assert!(ok, "{cmd} {args:?}: {out}");
+}
+
+/// Strip a LogicalVolume's finalizers and delete it: what `kubectl patch … finalizers: null`
+/// and a delete do.
+async fn force_delete(lvs: &Api<LogicalVolume>, name: &str) {
+    let _ = lvs
+        .patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+        )
+        .await;
+    let _ = lvs.delete(name, &DeleteParams::default()).await;
+}
+
+async fn uid_of(lvs: &Api<LogicalVolume>, name: &str) -> Option<String> {
+    lvs.get_opt(name).await.ok().flatten()?.metadata.uid
+}
+
+fn pv(name: &str, handle: &str) -> PersistentVolume {
+    serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "spec": {
+            "capacity": {"storage": "16Mi"}, "accessModes": ["ReadWriteOnce"],
+            "persistentVolumeReclaimPolicy": "Retain",
+            "csi": {"driver": "topolvm.io", "volumeHandle": handle},
+            "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                {"key": "topology.topolvm.io/node", "operator": "In", "values": [NODE]}]}]}},
+        },
+    }))
+    .unwrap()
+}
+
+fn died(n: &mut ThickNode, point: &str) {
+    let vgm = n.vgm.as_mut().expect("vg-manager");
+    let status = vgm
+        .wait_exit(Duration::from_secs(60))
+        .unwrap_or_else(|| panic!("vg-manager did not reach {point}:\n{}", vgm.log_text()));
+    assert!(
+        OperatorProcess::killed_by_sigkill(&status),
+        "{point}: {status:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn orphan_soak_seeded_orphans_are_audited_exactly_and_repaired_by_policy() {
+    let seed = env_u64("LVMS_ORPHAN_SOAK_SEED").unwrap_or(7);
+    let cycles = env_u64("LVMS_ORPHAN_SOAK_CYCLES").unwrap_or(10);
+    println!(
+        "orphan soak: seed {seed}, {cycles} cycles (LVMS_ORPHAN_SOAK_SEED / LVMS_ORPHAN_SOAK_CYCLES)"
+    );
+    let mut n = ThickNode::start_with("csi-orphans", &[], 600, json!({})).await;
+    let class = n.class.clone();
+    let lvs = n.logical_volumes();
+    let pvs: Api<PersistentVolume> = Api::all(n.s.client.clone());
+    let tag = n.s.ns.name.clone();
+    let mut rng = Rng(seed);
+    let mut want = Expect::new();
+    // What the cluster half may name that is ours (other scenarios leave theirs).
+    let mut ours = BTreeSet::new();
+    // Leaked LVs the journal proves lvms made and nothing names: the repair's to remove.
+    let mut repairable = BTreeSet::new();
+    // PVs made here, LogicalVolumes of vanished nodes, LVs made by hand: the advice's to clean.
+    let (mut stale_pvs, mut gone_lvs, mut by_hand, mut missing) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let kinds = [
+        Provoke::ForceDeleted,
+        Provoke::DeletedMidProvisioning,
+        Provoke::RemovedBehindOurBack,
+        Provoke::MadeByHand,
+        Provoke::PvWithoutVolume,
+        Provoke::VanishedNode,
+        Provoke::NothingThroughAKill,
+    ];
+    for cycle in 0..cycles {
+        // Every kind once in the first cycles, then as the seed says.
+        let kind = if (cycle as usize) < kinds.len() {
+            kinds[(cycle as usize + seed as usize) % kinds.len()]
+        } else {
+            rng.pick(&kinds)
+        };
+        let name = format!("pvc-orphan-{cycle}");
+        let ctl = n.controller().await;
+        match kind {
+            Provoke::ForceDeleted => {
+                let id = create_until_ok(ctl, create_request(&name, 16 * MIB, &class)).await;
+                n.stop_vg_manager();
+                force_delete(&lvs, &name).await;
+                n.restart_vg_manager(&[]);
+                want.insert(("leaked-lv".into(), id.clone()));
+                repairable.insert(id);
+                println!("cycle {cycle}: {kind:?}");
+            }
+            Provoke::DeletedMidProvisioning => {
+                let point = rng.pick(&[
+                    "intent-durable:volumes#lvcreate",
+                    "applied:volumes#lvcreate",
+                    "step-outcome:volumes#lvcreate",
+                    "applied:volumes#write-status",
+                ]);
+                n.restart_vg_manager(&[("LVMS_CRASH_AT", point)]);
+                let req = create_request(&name, 16 * MIB, &class);
+                let rpc = tokio::spawn(create_until_ok(ctl, req));
+                died(&mut n, point);
+                rpc.abort();
+                let uid = uid_of(&lvs, &name).await.expect("its LogicalVolume");
+                force_delete(&lvs, &name).await;
+                n.restart_vg_manager(&[]);
+                // The LV is there if the kill came after lvcreate ran (the LV is named by the
+                // LogicalVolume's uid); then the journal holds the lvcreate and the audit
+                // must name it. Before: replay finds no LogicalVolume and makes nothing.
+                let settled = lvms_testkit::eventually(Duration::from_secs(30), || async {
+                    let j = Journal::open_copy(n.s.vg_manager_journal(NODE)).ok()?;
+                    j.open_intents().ok()?.is_empty().then_some(())
+                })
+                .await;
+                assert!(
+                    settled.is_some(),
+                    "seed {seed} cycle {cycle}: intents stay open"
+                );
+                let on_disk = n.lvs().contains_key(&uid);
+                println!("cycle {cycle}: {kind:?} killed at {point}, LV left: {on_disk}");
+                if on_disk {
+                    want.insert(("leaked-lv".into(), uid.clone()));
+                    repairable.insert(uid);
+                }
+            }
+            Provoke::RemovedBehindOurBack => {
+                let id = create_until_ok(ctl, create_request(&name, 16 * MIB, &class)).await;
+                lvm_ok("lvremove", &["-f", &format!("{class}/{id}")]);
+                want.insert(("missing-lv".into(), id.clone()));
+                missing.push(id);
+                println!("cycle {cycle}: {kind:?}");
+            }
+            Provoke::MadeByHand => {
+                let lv = format!("by-hand-{cycle}");
+                lvm_ok("lvcreate", &["-n", &lv, "-L", "8m", "-Zn", &class]);
+                want.insert(("foreign-lv".into(), lv.clone()));
+                by_hand.push(lv);
+                println!("cycle {cycle}: {kind:?}");
+            }
+            Provoke::PvWithoutVolume => {
+                // The provisioner made the PV; then the LogicalVolume was force-deleted: its
+                // LV leaks, but a PV names it, so no repair may take it.
+                let id = create_until_ok(ctl, create_request(&name, 16 * MIB, &class)).await;
+                let pv_name = format!("{tag}-{cycle}");
+                pvs.create(&PostParams::default(), &pv(&pv_name, &id))
+                    .await
+                    .expect("PV");
+                n.stop_vg_manager();
+                force_delete(&lvs, &name).await;
+                n.restart_vg_manager(&[]);
+                want.insert(("stale-pv".into(), id.clone()));
+                want.insert(("leaked-lv".into(), id.clone()));
+                ours.insert(id.clone());
+                stale_pvs.push((pv_name, id));
+                println!("cycle {cycle}: {kind:?}");
+            }
+            Provoke::VanishedNode => {
+                let lv_name = format!("{tag}-gone-{cycle}");
+                let gone: LogicalVolume = serde_json::from_value(json!({
+                    "apiVersion": "topolvm.io/v1", "kind": "LogicalVolume",
+                    "metadata": {"name": lv_name},
+                    "spec": {"name": name, "nodeName": format!("vanished-{tag}"), "size": "16Mi", "deviceClass": class},
+                }))
+                .unwrap();
+                lvs.create(&PostParams::default(), &gone)
+                    .await
+                    .expect("LogicalVolume of a vanished node");
+                want.insert(("gone-node".into(), lv_name.clone()));
+                ours.insert(lv_name.clone());
+                gone_lvs.push(lv_name);
+                println!("cycle {cycle}: {kind:?}");
+            }
+            Provoke::NothingThroughAKill => {
+                let id =
+                    create_until_ok(ctl.clone(), create_request(&name, 16 * MIB, &class)).await;
+                let point = rng.pick(&[
+                    "intent-durable:volumes#lvremove",
+                    "applied:volumes#lvremove",
+                    "intent-durable:volumes#remove-finalizer",
+                ]);
+                n.restart_vg_manager(&[("LVMS_CRASH_AT", point)]);
+                let rpc = tokio::spawn(delete_until_ok(ctl, id.clone()));
+                died(&mut n, point);
+                n.restart_vg_manager(&[]);
+                rpc.await.expect("DeleteVolume");
+                assert!(!n.lvs().contains_key(&id), "seed {seed}: {id} stayed");
+                println!("cycle {cycle}: {kind:?} killed at {point}");
+            }
+        }
+        if cycle % 3 == 2 || cycle + 1 == cycles {
+            let (found, raw) = audit(&n, &ours);
+            assert_eq!(found, want, "seed {seed} after cycle {cycle}: {raw:#}");
+        }
+    }
+
+    // The repair policy: exactly the LVs the journal proves lvms made that nothing names.
+    let before = n.lvs();
+    n.restart_vg_manager(&[("LVMS_AUDIT_REPAIR", "leaked")]);
+    let after_repair: Expect = want
+        .iter()
+        .filter(|(k, x)| !(k == "leaked-lv" && repairable.contains(x)))
+        .cloned()
+        .collect();
+    let repaired = lvms_testkit::eventually(Duration::from_secs(60), || async {
+        let (found, _) = audit(&n, &ours);
+        (found == after_repair).then_some(())
+    })
+    .await;
+    assert!(
+        repaired.is_some(),
+        "seed {seed}: after the repair {:?}, expected {after_repair:?}",
+        audit(&n, &ours).0
+    );
+    let on_disk = n.lvs();
+    for lv in before.keys() {
+        assert_eq!(
+            on_disk.contains_key(lv),
+            !repairable.contains(lv),
+            "seed {seed}: {lv} (repairable: {})",
+            repairable.contains(lv)
+        );
+    }
+
+    // Each remaining finding's advice, followed: the stale PVs deleted (their LVs are then the
+    // repair's), the hand-made LVs removed, the vanished node's LogicalVolumes deleted, the
+    // volumes whose LV is gone deleted through the driver.
+    for (pv_name, _) in &stale_pvs {
+        pvs.delete(pv_name, &DeleteParams::default())
+            .await
+            .expect("delete the stale PV");
+    }
+    for lv in &by_hand {
+        lvm_ok("lvremove", &["-f", &format!("{class}/{lv}")]);
+    }
+    for lv in &gone_lvs {
+        force_delete(&lvs, lv).await;
+    }
+    for id in &missing {
+        delete_until_ok(n.controller().await, id.clone()).await;
+    }
+    let clean = lvms_testkit::eventually(Duration::from_secs(60), || async {
+        let (found, _) = audit(&n, &ours);
+        found.is_empty().then_some(())
+    })
+    .await;
+    assert!(
+        clean.is_some(),
+        "seed {seed}: left after the advice: {:?}",
+        audit(&n, &ours).0
+    );
+    for (_, id) in &stale_pvs {
+        assert!(!n.lvs().contains_key(id), "seed {seed}: {id} stayed");
+    }
+    let j = Journal::open_copy(n.s.vg_manager_journal(NODE)).expect("journal");
+    assert_eq!(j.open_intents().expect("open intents"), vec![]);
+    // One journaled removal per LV the repair took, none made twice.
+    let removals = j
+        .iter()
+        .filter_map(Result::ok)
+        .filter(
+            |r| matches!(&r.body, lvms_journal::Body::Intent(i) if i.action == "remove-leaked-lv"),
+        )
+        .count();
+    assert_eq!(
+        removals,
+        repairable.len() + stale_pvs.len(),
+        "seed {seed}: removals"
+    );
+}
