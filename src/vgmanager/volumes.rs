@@ -485,10 +485,15 @@ impl VolumesUnit {
                 json!({"volumeID": volume_id, "currentSize": format_binary(*current_size), "code": null, "message": null}),
                 vec![format!("ready {volume_id} {current_size}")],
             ),
-            StatusWrite::Refused { code, message } => (
-                json!({"code": *code as i32, "message": message}),
-                vec![format!("refused {code:?}: {message}")],
-            ),
+            StatusWrite::Refused { code, message } => {
+                // The claim's own Events say it too, but an operator reading this node's log
+                // should see why its lvm2 made nothing.
+                tracing::warn!(logical_volume = %name, ?code, %message, "volume refused");
+                (
+                    json!({"code": *code as i32, "message": message}),
+                    vec![format!("refused {code:?}: {message}")],
+                )
+            }
         };
         let spec = StepSpec::new(object, A::WriteStatus).args(args);
         self.patch_step(steps, spec, &name, json!({ "status": status }), true)

@@ -58,10 +58,45 @@ fn nudge_while_writing(h: HostCtx<'_>) -> futures::future::BoxFuture<'_, ()> {
     })
 }
 
+/// [`nudge_while_writing`], and once the guest marks `pool-full` (the VG has nothing left for
+/// the pool and it is 95 % full), a CreateVolume on the operator's socket for this node: it
+/// must be refused, ResourceExhausted, with a message naming the pool's real use, not made
+/// and left to fail writes.
+fn nudge_and_ask_when_full(h: HostCtx<'_>) -> futures::future::BoxFuture<'_, ()> {
+    Box::pin(async move {
+        let (node, vg, socket, guest) = (h.node.clone(), h.vg.clone(), h.socket.clone(), h.guest);
+        let ask = async move {
+            guest.mark("pool-full").await;
+            let channel = lvms::csi::client::connect(&socket)
+                .await
+                .expect("the operator's CSI socket");
+            let mut ctl = lvms::csi::proto::controller_client::ControllerClient::new(channel);
+            let req =
+                lvms_testkit::fixtures::csi::create_volume("pvc-past-full", &node, &vg, 64 << 20);
+            let err = ctl
+                .create_volume(req)
+                .await
+                .expect_err("a new thin volume in a 95 % full pool");
+            assert_eq!(err.code(), tonic::Code::ResourceExhausted, "{err:?}");
+            assert!(
+                err.message().contains("% full (data)")
+                    && err
+                        .message()
+                        .contains("new and larger thin volumes are refused"),
+                "{}",
+                err.message()
+            );
+            println!("thin-autoextend: refused past full: {}", err.message());
+        };
+        tokio::join!(nudge_while_writing(h), ask);
+    })
+}
+
 /// Issue 40.2 on real device-mapper: a writer fills a thin volume 2 MiB a second until it has
 /// written 1.8× the pool's first size; vg-manager (autoExtend at 60 % by 50 %) extends the pool
 /// from the VG's free space before it fills, so every write completes, and says so in a
-/// `ThinPoolAutoExtended` Event.
+/// `ThinPoolAutoExtended` Event. Then, with the VG spent and the pool 95 % full, a new volume
+/// is refused with a message naming the pool's real use.
 pub async fn a_pool_under_a_writer_is_extended_before_writes_fail(ctx: Ctx) {
     let vg = format!("a{}", std::process::id());
     let r = run_node(
@@ -69,7 +104,7 @@ pub async fn a_pool_under_a_writer_is_extended_before_writes_fail(ctx: Ctx) {
         NodeRun {
             pool: Some(POOL),
             after_ready: AUTOEXTEND_WRITER,
-            host: Some(nudge_while_writing),
+            host: Some(nudge_and_ask_when_full),
             event: Some("ThinPoolAutoExtended"),
             ..NodeRun::new(
                 "thin-autoextend",

@@ -1,14 +1,16 @@
 # The `after_ready` of thin-autoextend (tests/guest/thin.rs), run by node.sh once the class is
 # Ready: a writer fills a thin volume of the pool 2 MiB a second, past the pool's first size;
 # each write must complete (a full pool queues writes and then fails them), so the pool must
-# have been extended before it filled. Records the pool's size before and after.
+# have been extended before it filled. Records the pool's size before and after. Then the
+# writer goes on until the VG has nothing left to give and the pool is 95 % full: the `pool-full`
+# mark, on which the host asks for a new volume, which vg-manager must refuse (its log says so).
 #
-# Variables:   VG, POOL (node.sh's), GUEST_OUT
+# Variables:   VG, POOL (node.sh's), JOB, GUEST_OUT
 # Functions:   fail (node.sh's)
 num() { lvs --noheadings --units b --nosuffix -o "$1" "$2" | tr -d ' '; }
 first=$(num lv_size "$VG/$POOL")
 # A thin volume made here, not through lvms: the writer needs a device, not a claim.
-lvcreate -q -y -T "$VG/$POOL" -V 400m -n writer >"$GUEST_OUT/writer-lvcreate.txt" 2>&1 \
+lvcreate -q -y -T "$VG/$POOL" -V 1g -n writer >"$GUEST_OUT/writer-lvcreate.txt" 2>&1 \
   || fail "lvcreate of the writer's volume: $(cat "$GUEST_OUT/writer-lvcreate.txt")" 21
 want=$(( first * 18 / 10 / 1048576 ))
 written=0
@@ -23,4 +25,24 @@ done
 last=$(num lv_size "$VG/$POOL")
 [ "$last" -gt "$first" ] || fail "the pool never grew: $first bytes" 23
 echo "$first $last $written" >"$GUEST_OUT/autoextend.txt"
+# On, 4 MiB at a time (under 1 % of the grown pool, so it stops short of full), until the pool is
+# at 95 % data with the VG's extents all given to it.
+i=0
+while :; do
+  d=$(num data_percent "$VG/$POOL"); d=${d%%.*}
+  [ "$d" -ge 95 ] && break
+  i=$((i + 1)); [ $i -gt 400 ] && fail "the pool never reached 95%: $(lvs --noheadings -o lv_size,data_percent "$VG/$POOL")" 25
+  timeout 30 dd if=/dev/urandom of="/dev/$VG/writer" bs=1M count=4 seek="$written" \
+      oflag=direct conv=notrunc status=none \
+    || fail "a write failed or hung at $written MiB filling the pool: $(lvs --noheadings -o lv_size,data_percent "$VG/$POOL")" 22
+  written=$((written + 4))
+done
+echo "$(num lv_size "$VG/$POOL") $(num data_percent "$VG/$POOL") $(vgs --noheadings --units b --nosuffix -o vg_free "$VG" | tr -d ' ')" >"$GUEST_OUT/pool-full.txt"
+echo "LVMS-JOB-MARK $JOB pool-full" >/dev/console
+# The host's new volume, refused by vg-manager while the pool is this full.
+i=0
+until grep -q "new and larger thin volumes are refused" "$GUEST_OUT/vg-manager.log"; do
+  i=$((i + 1)); [ $i -gt 600 ] && fail "no volume refused 300 s after the pool-full mark" 26; sleep 0.5
+done
+grep "new and larger thin volumes are refused" "$GUEST_OUT/vg-manager.log" | head -1 >"$GUEST_OUT/refused.txt"
 lvremove -q -y "$VG/writer" || fail "lvremove of the writer's volume" 24
