@@ -48,6 +48,8 @@
 //!    left Bound (8a), then 100 at once again (8b): phase 5's figures on a node holding N more
 //!    volumes, and their ratio to phase 5's.
 //!
+//! `LVMS_NODE_VERSUS_STORMS_ONLY=1` runs phases 5–8 only (2–4 share their claims, 7 deletes 5's).
+//!
 //! Times come from watches (claims, Pods, snapshots, PVs) timestamping each change as it
 //! arrives. A wait that outlives its limit (10 min + 20 s per object; 30 min for the
 //! expansions) leaves the phase's figures over what was done and a NOT DONE note; a panic in a
@@ -979,7 +981,19 @@ async fn install_peer(c: &mut Ctx, peer: Peer, run: &mut Run) -> Vec<Value> {
 /// The phases on an installed peer.
 async fn phases(c: &mut Ctx, m: &mut Meter, tag: &str, preload: usize, run: &mut Run) {
     m.lvm = m.probe(c).await;
+    if !storms_only() {
+        mounted_phases(c, m, tag, run).await;
+    }
+    storm_phases(c, m, tag, preload, run).await;
+}
 
+/// `LVMS_NODE_VERSUS_STORMS_ONLY=1`: phases 5–8 only (a run of the storms on their own).
+fn storms_only() -> bool {
+    std::env::var("LVMS_NODE_VERSUS_STORMS_ONLY").is_ok_and(|v| v == "1")
+}
+
+/// Phases 1–4: one claim, 20 mounted in a row, their snapshots and restores, their growth.
+async fn mounted_phases(c: &mut Ctx, m: &mut Meter, tag: &str, run: &mut Run) {
     // 1. One claim.
     let mut p = Phase::new("1. one claim");
     m.begin(c, &p.name).await;
@@ -1144,7 +1158,10 @@ async fn phases(c: &mut Ctx, m: &mut Meter, tag: &str, preload: usize, run: &mut
     };
     p.add("filesystems seen grown by kubelet (of 20)", fs_grown as f64);
     run.phases.push(p);
+}
 
+/// Phases 5–8: storms of 100, with a vg-manager kill, their deletion, and on a preloaded node.
+async fn storm_phases(c: &mut Ctx, m: &mut Meter, tag: &str, preload: usize, run: &mut Run) {
     // 5. A storm of 100.
     let mut p = Phase::new("5. 100 claims at once");
     m.begin(c, &p.name).await;
@@ -1862,10 +1879,15 @@ async fn bench() -> Result<()> {
         ),
     ];
     let header = format!(
-        "## Claims on the real node, LVMS {} and lvms side by side\n\n{} (UTC), `cargo bench --bench node_versus` (LVMS_NODE_VERSUS_PEERS={}, LVMS_NODE_VERSUS_REPEAT={repeat}, LVMS_NODE_VERSUS_PRELOAD={preload}); lvms at {}; machine: {}. Kubelet's stats from {}. Method: the doc comment of benches/node_versus.rs. Figures are medians (min–max) over the rounds; `·` rows are single containers.\n",
+        "## Claims on the real node, LVMS {} and lvms side by side\n\n{} (UTC), `cargo bench --bench node_versus` (LVMS_NODE_VERSUS_PEERS={}, LVMS_NODE_VERSUS_REPEAT={repeat}, LVMS_NODE_VERSUS_PRELOAD={preload}{}); lvms at {}; machine: {}. Kubelet's stats from {}. Method: the doc comment of benches/node_versus.rs. Figures are medians (min–max) over the rounds; `·` rows are single containers.\n",
         lvms_go::VERSION,
         Timestamp::now().strftime("%Y-%m-%d %H:%M"),
         peers.iter().map(|p| p.name()).collect::<Vec<_>>().join(","),
+        if storms_only() {
+            ", LVMS_NODE_VERSUS_STORMS_ONLY=1"
+        } else {
+            ""
+        },
         lvms_commit(),
         machine(),
         source.describe(),
