@@ -35,6 +35,21 @@ pub fn devices_in(argv: &[String]) -> Vec<&str> {
         .collect()
 }
 
+/// What an autoextend step asked lvm2 for: the pool (`vg/pool`, the argv's last word) and the
+/// absolute size it extends the data (`-L <n>b`) or the metadata (`--poolmetadatasize <n>b`) to.
+/// `None` for any other step or an argv this release did not write.
+pub fn pool_extension(action: A, argv: &[String]) -> Option<(&str, u64)> {
+    let flag = match action {
+        A::LvextendThinPool => "-L",
+        A::LvextendPoolMetadata => "--poolmetadatasize",
+        _ => return None,
+    };
+    let at = argv.iter().position(|a| a == flag)?;
+    let bytes = argv.get(at + 1)?.strip_suffix('b')?.parse().ok()?;
+    let target = argv.last().filter(|t| t.contains('/'))?;
+    Some((target.as_str(), bytes))
+}
+
 /// The verdict for step `action` with argv `argv` on volume group `vg`, given what
 /// `pvs`/`vgs` report now (`existing`: the VG joined with its PVs, when it exists). Steps
 /// whose effect cannot be read back from lvm2 are `NotDone`: the next pass decides again.
@@ -275,5 +290,26 @@ mod tests {
             pv("/dev/loop1x", Some("")),     // not ours (exact names only)
         ];
         assert_eq!(orphaned_labels(&ours, &pvs), vec!["/dev/loop1"]);
+    }
+
+    #[test]
+    fn an_autoextend_step_names_its_pool_and_absolute_target() {
+        let data = w("lvextend -L 536870912b vg1/thin-pool-1");
+        assert_eq!(
+            pool_extension(A::LvextendThinPool, &data),
+            Some(("vg1/thin-pool-1", 536_870_912))
+        );
+        let meta = w("lvextend --poolmetadatasize 8388608b vg1/thin-pool-1");
+        assert_eq!(
+            pool_extension(A::LvextendPoolMetadata, &meta),
+            Some(("vg1/thin-pool-1", 8_388_608))
+        );
+        assert_eq!(pool_extension(A::LvextendPoolMetadata, &data), None);
+        assert_eq!(pool_extension(A::Vgcreate, &data), None);
+        assert_eq!(
+            pool_extension(A::LvextendThinPool, &w("lvextend -L 12G vg1/p")),
+            None,
+            "not an argv this release writes"
+        );
     }
 }

@@ -296,6 +296,33 @@ impl Unit for VolumeGroupUnit {
             .action_as::<A>()
             .map_err(|e| UnitError::permanent("UnknownAction", e.to_string()))?;
         let argv = recorded_argv(&intent.args, &intent.desired_digest);
+        // An autoextend that happened is done, and its Event still goes out (the outcome that
+        // would have carried it was lost with the process); its target is absolute, so one that
+        // did not happen is the next pass's to decide again, never a second growth.
+        if let Some((pool, target)) = replay::pool_extension(action, &argv) {
+            let lvs = self.read_lvs().await?;
+            let name = pool.rsplit('/').next().unwrap_or(pool);
+            let have = lvs.find(name).and_then(|lv| match action {
+                A::LvextendThinPool => lv.lv_size,
+                _ => lv.lv_metadata_size,
+            });
+            if have.is_some_and(|h| h >= target) {
+                let part = if action == A::LvextendThinPool {
+                    "data"
+                } else {
+                    "metadata"
+                };
+                let mut done = Done::replayed(replay::Verdict::AlreadyDone.into());
+                done.event = Some(EventNote::normal(
+                    "ThinPoolAutoExtended",
+                    format!(
+                        "thin pool {pool} {part} grown to {target} bytes by autoExtend (recorded after a restart: the use it was grown at was not kept)"
+                    ),
+                ));
+                return Ok(done);
+            }
+            return Ok(Done::replayed(replay::Verdict::NotDone.into()));
+        }
         let (pvs, existing) = self.read_pvs_and_vg().await?;
         let verdict = replay::verdict(action, &argv, &self.vg, &pvs, existing.as_ref());
         let mut done = Done::replayed(verdict.into());
