@@ -18,6 +18,8 @@ pub const CAPACITY_ANNOTATION_PREFIX: &str = "capacity.topolvm.io/";
 pub const DEFAULT_CLASS_ANNOTATION: &str = "00default";
 /// Finalizer TopoLVM's node agent puts on its Node: a deleted Node's volumes are cleaned up.
 pub const NODE_FINALIZER: &str = "topolvm.io/node";
+/// lvms's record, on a Node, of the volumes it wrote off there (docs/dead-nodes.md).
+pub const WRITTEN_OFF_ANNOTATION: &str = "lvms.topolvm.io/written-off";
 /// The label TopoLVM's node agent puts on the LogicalVolumes it manages.
 pub const CREATED_BY_LABEL: (&str, &str) = ("app.kubernetes.io/created-by", "topolvm-controller");
 /// Annotation set on a LogicalVolume when its size is raised by ControllerExpandVolume.

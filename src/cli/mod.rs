@@ -17,7 +17,7 @@ mod metrics;
 mod must_gather;
 mod operator;
 pub mod signals;
-pub(crate) mod since;
+mod since;
 mod sources;
 mod vg_manager;
 

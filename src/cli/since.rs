@@ -18,19 +18,6 @@ pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
         .ok_or_else(|| format!("{s:?}: expected a duration such as 500ms, 30s or 5m"))
 }
 
-/// The flag form of a duration (what [`parse_duration`] reads back): `0s`, `500ms`, `90s`,
-/// `5m`, `2h`.
-pub fn format_duration(d: std::time::Duration) -> String {
-    let ms = d.as_millis();
-    match ms {
-        0 => "0s".into(),
-        ms if ms % 1000 != 0 => format!("{ms}ms"),
-        ms if ms % 3_600_000 == 0 => format!("{}h", ms / 3_600_000),
-        ms if ms % 60_000 == 0 => format!("{}m", ms / 60_000),
-        ms => format!("{}s", ms / 1000),
-    }
-}
-
 pub(crate) fn parse_duration_ms(s: &str) -> Option<u64> {
     let split = s.find(|c: char| !c.is_ascii_digit())?;
     let (num, unit) = s.split_at(split);
@@ -104,21 +91,6 @@ fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_formatted_duration_parses_back() {
-        for (ms, text) in [
-            (0, "0s"),
-            (500, "500ms"),
-            (90_000, "90s"),
-            (300_000, "5m"),
-            (7_200_000, "2h"),
-        ] {
-            let d = std::time::Duration::from_millis(ms);
-            assert_eq!(format_duration(d), text);
-            assert_eq!(parse_duration(text), Ok(d));
-        }
-    }
 
     #[test]
     fn durations_count_back_from_now() {

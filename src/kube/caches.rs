@@ -543,7 +543,7 @@ fn strip_node(node: &mut Node) {
     });
     keep_annotations(&mut node.metadata, |k| {
         k.starts_with(crate::api::topolvm::CAPACITY_ANNOTATION_PREFIX)
-            || k == crate::operator::volumes::dead_node::WRITTEN_OFF_ANNOTATION
+            || k == crate::api::topolvm::WRITTEN_OFF_ANNOTATION
     });
 }
 

@@ -27,8 +27,8 @@ use crate::kube::kinds::Kind;
 use crate::operator::context::{Ctx, object_ref};
 use crate::operator::volumes::actions::VolumeHelperAction as A;
 use crate::operator::volumes::dead_node::{
-    Trigger, Verdict, WRITTEN_OFF_ANNOTATION, WrittenOff, merged, new_volumes, record, verdict,
-    volumes_digest, volumes_of, written_off_note,
+    Trigger, Verdict, WRITTEN_OFF_ANNOTATION, WrittenOff, grace_text, merged, new_volumes, record,
+    verdict, volumes_digest, volumes_of, written_off_note,
 };
 use crate::operator::volumes::node_cleanup::{CleanupStep, cleanup, driver_classes};
 use crate::vgmanager::audit_unit::AUDIT_REQUEST_ANNOTATION;
@@ -264,7 +264,7 @@ fn still_ready_note(node: &str, trigger: Trigger, grace: Duration) -> String {
     format!(
         "node {node} is {} but its kubelet reports Ready: lvms keeps its claims and volumes until it has not been Ready for {} (--dead-node-grace); TopoLVM would delete its claims now",
         trigger.describe(),
-        crate::cli::since::format_duration(grace)
+        grace_text(grace)
     )
 }
 

@@ -24,7 +24,7 @@ use crate::node::audit::{Finding, FindingKind};
 pub const OUT_OF_SERVICE_TAINT: &str = "node.kubernetes.io/out-of-service";
 
 /// On a Node: the volumes lvms wrote off, JSON [`WrittenOff`].
-pub const WRITTEN_OFF_ANNOTATION: &str = "lvms.topolvm.io/written-off";
+pub use crate::api::topolvm::WRITTEN_OFF_ANNOTATION;
 
 /// At most this many volumes are listed in the record (the annotation stays small; the count
 /// is exact and the operator's journal names every one).
@@ -310,6 +310,17 @@ pub fn written_off_findings(node: &str, r: &WrittenOff) -> Vec<Finding> {
             f
         })
         .collect()
+}
+
+/// A grace as its flag takes it (`0s`, `90s`, `5m`, `2h`, `500ms`).
+pub fn grace_text(d: Duration) -> String {
+    match d.as_millis() {
+        0 => "0s".into(),
+        ms if ms % 1000 != 0 => format!("{ms}ms"),
+        ms if ms % 3_600_000 == 0 => format!("{}h", ms / 3_600_000),
+        ms if ms % 60_000 == 0 => format!("{}m", ms / 60_000),
+        ms => format!("{}s", ms / 1000),
+    }
 }
 
 #[cfg(test)]

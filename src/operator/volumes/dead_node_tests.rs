@@ -237,3 +237,16 @@ fn the_digest_tells_sets_of_volumes_apart_and_stays_the_same() {
     // Fixed across builds and releases: it keys journal records.
     assert_eq!(volumes_digest(&[]), "0xcbf29ce484222325");
 }
+
+#[test]
+fn a_grace_reads_as_its_flag_takes_it() {
+    for (ms, text) in [
+        (0, "0s"),
+        (500, "500ms"),
+        (90_000, "90s"),
+        (300_000, "5m"),
+        (7_200_000, "2h"),
+    ] {
+        assert_eq!(grace_text(Duration::from_millis(ms)), text);
+    }
+}
