@@ -122,4 +122,53 @@ proptest! {
         let _ = mountinfo::parse(&text);
         let _ = lvmd_config::parse(&text);
     }
+
+    /// Whatever a Node says (its Ready condition, taints, deletion, the written-off record,
+    /// damaged or not), the dead-node decision answers and never writes off a node whose
+    /// kubelet reports Ready, nor one that is neither deleted (with TopoLVM's finalizer) nor
+    /// out of service.
+    #[test]
+    fn a_node_is_written_off_only_when_gone_and_not_ready(
+        status in prop::option::of(prop::sample::select(vec!["True", "False", "Unknown", "", "true"])),
+        since_s in -100_000i64..100_000,
+        deleting in any::<bool>(),
+        finalizer in any::<bool>(),
+        tainted in any::<bool>(),
+        record in prop::option::of(".{0,80}"),
+        grace_s in 0u64..10_000,
+    ) {
+        use lvms::operator::volumes::dead_node::{Verdict, verdict, OUT_OF_SERVICE_TAINT, WRITTEN_OFF_ANNOTATION};
+        let now: k8s_openapi::jiff::Timestamp = "2026-11-29T12:00:00Z".parse().unwrap();
+        let since = now - k8s_openapi::jiff::SignedDuration::from_secs(since_s);
+        let mut v = serde_json::json!({"metadata": {"name": "w1"}});
+        if finalizer {
+            v["metadata"]["finalizers"] = serde_json::json!(["topolvm.io/node"]);
+        }
+        if deleting {
+            v["metadata"]["deletionTimestamp"] = serde_json::json!(now.to_string());
+        }
+        if tainted {
+            v["spec"] = serde_json::json!({"taints": [{"key": OUT_OF_SERVICE_TAINT, "effect": "NoExecute"}]});
+        }
+        if let Some(st) = status {
+            v["status"] = serde_json::json!({"conditions": [
+                {"type": "Ready", "status": st, "lastTransitionTime": since.to_string()}]});
+        }
+        if let Some(r) = &record {
+            v["metadata"]["annotations"] = serde_json::json!({WRITTEN_OFF_ANNOTATION: r});
+        }
+        let node: k8s_openapi::api::core::v1::Node = serde_json::from_value(v).unwrap();
+        let got = verdict(&node, now, std::time::Duration::from_secs(grace_s));
+        if let Verdict::WriteOff(_) = got {
+            prop_assert!(status != Some("True"), "a Ready node written off");
+            prop_assert!((deleting && finalizer) || tainted, "a node neither deleted nor out of service");
+            prop_assert!(
+                status.is_none() || grace_s == 0 || since_s >= grace_s as i64,
+                "written off within the grace"
+            );
+        }
+        if let Verdict::Wait { after, .. } = got {
+            prop_assert!(after.as_secs() <= grace_s);
+        }
+    }
 }
