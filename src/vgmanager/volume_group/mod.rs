@@ -50,6 +50,9 @@ pub struct VolumeGroupUnit {
     pub continued_trace: std::sync::Mutex<Option<String>>,
 }
 
+/// The digest that marks an autoextend's lvextend (see [`VolumeGroupUnit::host_step_marked`]).
+pub(crate) const AUTOEXTEND_MARK: &str = "autoextend";
+
 impl VolumeGroupUnit {
     fn finalizer(&self) -> String {
         format!("{NODE_CLEANUP_FINALIZER_PREFIX}{}", self.ctx.node)
@@ -119,7 +122,25 @@ impl VolumeGroupUnit {
         event: Option<EventNote>,
         facts: Vec<(&'static str, String)>,
     ) -> Result<(), UnitError> {
-        let spec = StepSpec::new(self.host_object(&self.vg), action).args(argv.clone());
+        self.host_step_marked(steps, action, argv, event, facts, "")
+            .await
+    }
+
+    /// [`Self::host_step_with`], the intent marked (its digest; the argv stays in its args) so
+    /// replay can tell steps of one action apart: an autoextend's lvextend from a sizePercent
+    /// growth's, say.
+    async fn host_step_marked(
+        &self,
+        steps: &Steps,
+        action: A,
+        argv: Vec<String>,
+        event: Option<EventNote>,
+        facts: Vec<(&'static str, String)>,
+        mark: &str,
+    ) -> Result<(), UnitError> {
+        let spec = StepSpec::new(self.host_object(&self.vg), action)
+            .args(argv.clone())
+            .digest(mark);
         steps
             .run(spec, || async {
                 let out = self
@@ -306,6 +327,10 @@ impl Unit for VolumeGroupUnit {
                 A::LvextendThinPool => lv.lv_size,
                 _ => lv.lv_metadata_size,
             });
+            // Only an autoextend had an Event to lose; a sizePercent growth has none.
+            if have.is_some_and(|h| h >= target) && intent.desired_digest != AUTOEXTEND_MARK {
+                return Ok(Done::replayed(replay::Verdict::AlreadyDone.into()));
+            }
             if have.is_some_and(|h| h >= target) {
                 let part = if action == A::LvextendThinPool {
                     "data"

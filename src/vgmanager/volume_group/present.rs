@@ -157,7 +157,7 @@ impl VolumeGroupUnit {
                 continue;
             };
             let from = from.unwrap_or_default();
-            self.host_step_with(
+            self.host_step_marked(
                 steps,
                 action,
                 argv.map_err(cmd_err)?,
@@ -167,6 +167,7 @@ impl VolumeGroupUnit {
                     ("target_bytes", to.to_string()),
                     use_fact,
                 ],
+                super::AUTOEXTEND_MARK,
             )
             .await
             .map_err(|e| failed(e.message))?;

@@ -1,20 +1,31 @@
 # The `after_ready` of thin-autoextend (tests/guest/thin.rs), run by node.sh once the class is
 # Ready: a writer fills a thin volume of the pool 2 MiB a second, past the pool's first size;
 # each write must complete (a full pool queues writes and then fails them), so the pool must
-# have been extended before it filled. Records the pool's size before and after. Then the
+# have been extended before it filled, even though the vg-manager life that makes the first
+# extension is SIGKILLed after its lvextend and before its outcome (its exit status lands in
+# extend-kill-status; the next life replays). Records the pool's size before and after. Then the
 # writer goes on until the VG has nothing left to give and the pool is 95 % full: the `pool-full`
 # mark, on which the host asks for a new volume, which vg-manager must refuse (its log says so).
 #
-# Variables:   VG, POOL (node.sh's), JOB, GUEST_OUT
-# Functions:   fail (node.sh's)
+# Variables:   VG, POOL, vgm (node.sh's), JOB, GUEST_OUT
+# Functions:   fail, start (node.sh's; start sets vgm)
+# vgm is the pid node.sh's start sets:
+# shellcheck disable=SC2154
 num() { lvs --noheadings --units b --nosuffix -o "$1" "$2" | tr -d ' '; }
 first=$(num lv_size "$VG/$POOL")
 # A thin volume made here, not through lvms: the writer needs a device, not a claim.
 lvcreate -q -y -T "$VG/$POOL" -V 1g -n writer >"$GUEST_OUT/writer-lvcreate.txt" 2>&1 \
   || fail "lvcreate of the writer's volume: $(cat "$GUEST_OUT/writer-lvcreate.txt")" 21
+# A vg-manager life that dies (SIGKILL) once its first autoextend's lvextend has run, before
+# its outcome: the next life's replay must find the pool at its target and publish the Event.
+kill "$vgm"; wait "$vgm" 2>/dev/null
+LVMS_CRASH_AT="applied:vg/$VG#lvextend-thin-pool" start
 want=$(( first * 18 / 10 / 1048576 ))
 written=0
 while [ "$written" -lt "$want" ]; do
+  if [ ! -e "$GUEST_OUT/extend-kill-status" ] && ! kill -0 "$vgm" 2>/dev/null; then
+    wait "$vgm"; echo $? >"$GUEST_OUT/extend-kill-status"; start
+  fi
   timeout 30 dd if=/dev/urandom of="/dev/$VG/writer" bs=1M count=2 seek="$written" \
       oflag=direct conv=notrunc status=none \
     || fail "a write failed or hung at $written MiB: pool $(lvs --noheadings -o lv_size,data_percent,metadata_percent "$VG/$POOL")" 22
@@ -24,6 +35,7 @@ while [ "$written" -lt "$want" ]; do
 done
 last=$(num lv_size "$VG/$POOL")
 [ "$last" -gt "$first" ] || fail "the pool never grew: $first bytes" 23
+[ -e "$GUEST_OUT/extend-kill-status" ] || fail "vg-manager never reached its autoextend's crash point" 27
 echo "$first $last $written" >"$GUEST_OUT/autoextend.txt"
 # On, 4 MiB at a time (under 1 % of the grown pool, so it stops short of full), until the pool is
 # at 95 % data with the VG's extents all given to it.
