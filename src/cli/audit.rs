@@ -11,7 +11,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::{Args, ValueEnum};
 use k8s_openapi::api::core::v1::{Node, PersistentVolume};
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::Api;
 use serde::Serialize;
 
 use crate::api::topolvm::{DRIVER_NAME, TOPOLOGY_NODE_KEY};
@@ -19,7 +19,9 @@ use crate::api::{LVMVolumeGroupNodeStatus, LogicalVolume};
 use crate::kube::list::list_pages as list;
 use crate::node::audit::{ClusterVolume, Finding, FindingKind, NodeAudit, PvRef, stale_volumes};
 use crate::operator::volumes::dead_node::{WRITTEN_OFF_ANNOTATION, record, written_off_findings};
-use crate::vgmanager::audit_unit::{AUDIT_ANNOTATION, AUDIT_REQUEST_ANNOTATION, PublishedAudit};
+use crate::vgmanager::audit_unit::{
+    AUDIT_ANNOTATION, PublishedAudit, audit_request_token, request_audit,
+};
 
 /// Exit status when `--fail-on-findings` and something was found.
 const FOUND: u8 = 3;
@@ -139,17 +141,10 @@ async fn request_fresh(
     listed: Vec<LVMVolumeGroupNodeStatus>,
     timeout: Duration,
 ) -> anyhow::Result<Vec<LVMVolumeGroupNodeStatus>> {
-    let token = lvms_journal::rfc3339_utc(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_millis() as u64)
-            .unwrap_or_default(),
-    );
+    let token = audit_request_token();
     for s in &listed {
         let name = s.metadata.name.clone().unwrap_or_default();
-        let patch =
-            serde_json::json!({"metadata": {"annotations": {AUDIT_REQUEST_ANNOTATION: token}}});
-        api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+        request_audit(api, &name, &token)
             .await
             .with_context(|| format!("asking node {name} for an audit"))?;
     }

@@ -36,6 +36,33 @@ use crate::objects::object_ref;
 pub const UNIT: &str = "audit";
 /// The node's last audit, as JSON ([`NodeAudit`]), on its LVMVolumeGroupNodeStatus.
 pub const AUDIT_ANNOTATION: &str = "lvms.topolvm.io/audit";
+
+/// A fresh `lvms.topolvm.io/audit-requested` value: now, RFC 3339 (a node answers a request
+/// its last audit did not).
+pub fn audit_request_token() -> String {
+    lvms_journal::rfc3339_utc(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or_default(),
+    )
+}
+
+/// Ask a node's vg-manager for an audit: `token` on its node status.
+pub async fn request_audit(
+    api: &kube::Api<crate::api::LVMVolumeGroupNodeStatus>,
+    node: &str,
+    token: &str,
+) -> Result<(), kube::Error> {
+    let patch = serde_json::json!({"metadata": {"annotations": {AUDIT_REQUEST_ANNOTATION: token}}});
+    api.patch(
+        node,
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(&patch),
+    )
+    .await
+    .map(|_| ())
+}
 /// Set (to any new value) on a node status to have that node audited now; the audit it
 /// answers carries the value back in `request`.
 pub const AUDIT_REQUEST_ANNOTATION: &str = "lvms.topolvm.io/audit-requested";

@@ -31,7 +31,7 @@ use crate::operator::volumes::dead_node::{
     verdict, volumes_digest, volumes_of, written_off_note,
 };
 use crate::operator::volumes::node_cleanup::{CleanupStep, cleanup, driver_classes};
-use crate::vgmanager::audit_unit::AUDIT_REQUEST_ANNOTATION;
+use crate::vgmanager::audit_unit::{audit_request_token, request_audit};
 
 pub const UNIT: &str = crate::operator::table::UnitId::TopolvmNodes.name();
 
@@ -172,7 +172,7 @@ impl TopolvmNodesUnit {
             // Once per set of volumes: replay may have recorded them before the Node cache
             // shows it.
             let spec = StepSpec::new(object_ref(node), A::RecordWrittenOff)
-                .args(vec![trigger_arg(trigger).into(), note.clone()])
+                .args(vec![trigger.as_str().into(), note.clone()])
                 .digest(volumes_digest(&new));
             if steps
                 .run_once(spec, || self.record(node, trigger, note))
@@ -226,18 +226,11 @@ impl TopolvmNodesUnit {
             &[WRITTEN_OFF_ANNOTATION.to_string()],
         )
         .await?;
-        let token = lvms_journal::rfc3339_utc(
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_millis() as u64)
-                .unwrap_or_default(),
-        );
+        let token = audit_request_token();
         let api: Api<LVMVolumeGroupNodeStatus> =
             Api::namespaced(self.ctx.client.clone(), &self.ctx.settings.namespace);
-        let patch =
-            Patch::Merge(json!({"metadata": {"annotations": {AUDIT_REQUEST_ANNOTATION: token}}}));
-        match api.patch(node, &PatchParams::default(), &patch).await {
-            Ok(_) => Ok(done.with_fact("audit-requested", token)),
+        match request_audit(&api, node, &token).await {
+            Ok(()) => Ok(done.with_fact("audit-requested", token)),
             // No node status (no LVMCluster selects it any more): no audit to ask for.
             Err(kube::Error::Api(s)) if s.code == 404 => {
                 Ok(done.with_fact("audit-requested", "no node status"))
@@ -266,19 +259,6 @@ fn still_ready_note(node: &str, trigger: Trigger, grace: Duration) -> String {
         trigger.describe(),
         grace_text(grace)
     )
-}
-
-fn trigger_arg(t: Trigger) -> &'static str {
-    match t {
-        Trigger::Deleted => "deleted",
-        Trigger::OutOfService => "out-of-service",
-    }
-}
-
-fn trigger_of(arg: &str) -> Option<Trigger> {
-    [Trigger::Deleted, Trigger::OutOfService]
-        .into_iter()
-        .find(|t| trigger_arg(*t) == arg)
 }
 
 impl Unit for TopolvmNodesUnit {
@@ -311,7 +291,7 @@ impl Unit for TopolvmNodesUnit {
                     let note = still_ready_note(&name, trigger, grace);
                     // Once per Node and trigger: a node deleted again later is news.
                     let spec = StepSpec::new(object_ref(node.as_ref()), A::ReportNodeStillReady)
-                        .args(vec![trigger_arg(trigger).into()]);
+                        .args(vec![trigger.as_str().into()]);
                     steps
                         .run_once(spec, || async {
                             Ok(Done::event(EventNote::warning(REASON_STILL_READY, note)))
@@ -322,15 +302,20 @@ impl Unit for TopolvmNodesUnit {
                     let note = back_note(&node);
                     let spec = StepSpec::new(object_ref(node.as_ref()), A::ForgetWrittenOff)
                         .args(vec![note.clone()]);
-                    steps
-                        .run(spec, || async {
+                    // Once per record (the note names it): the next pass may come before the
+                    // Node cache shows the record gone.
+                    if steps
+                        .run_once(spec, || async {
                             Ok(self
                                 .forget(&name)
                                 .await?
                                 .with_event(EventNote::warning(REASON_BACK, note)))
                         })
-                        .await?;
-                    back += 1;
+                        .await?
+                        .is_some()
+                    {
+                        back += 1;
+                    }
                 }
             }
         }
@@ -357,7 +342,7 @@ impl Unit for TopolvmNodesUnit {
             A::ReleaseLogicalVolume => release_volume(client, &o.name).await?,
             A::RemoveNodeFinalizer => remove_node_finalizer(client, &o.name).await?,
             A::RecordWrittenOff => {
-                let trigger = trigger_of(&arg(0)).ok_or_else(|| {
+                let trigger = Trigger::parse(&arg(0)).ok_or_else(|| {
                     UnitError::permanent(
                         "BadArgs",
                         format!("record-written-off: {:?} is not a trigger", arg(0)),

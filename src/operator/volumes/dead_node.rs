@@ -41,6 +41,20 @@ pub enum Trigger {
 }
 
 impl Trigger {
+    /// Its name in journal args (and in the record: serde's kebab-case).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Trigger::Deleted => "deleted",
+            Trigger::OutOfService => "out-of-service",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Trigger> {
+        [Trigger::Deleted, Trigger::OutOfService]
+            .into_iter()
+            .find(|t| t.as_str() == s)
+    }
+
     pub fn describe(self) -> &'static str {
         match self {
             Trigger::Deleted => "deleted",

@@ -327,26 +327,25 @@ impl Unit for VolumeGroupUnit {
                 A::LvextendThinPool => lv.lv_size,
                 _ => lv.lv_metadata_size,
             });
-            // Only an autoextend had an Event to lose; a sizePercent growth has none.
-            if have.is_some_and(|h| h >= target) && intent.desired_digest != AUTOEXTEND_MARK {
-                return Ok(Done::replayed(replay::Verdict::AlreadyDone.into()));
+            if !have.is_some_and(|h| h >= target) {
+                return Ok(Done::replayed(replay::Verdict::NotDone.into()));
             }
-            if have.is_some_and(|h| h >= target) {
+            let mut done = Done::replayed(replay::Verdict::AlreadyDone.into());
+            // Only an autoextend had an Event to lose; a sizePercent growth has none.
+            if intent.desired_digest == AUTOEXTEND_MARK {
                 let part = if action == A::LvextendThinPool {
                     "data"
                 } else {
                     "metadata"
                 };
-                let mut done = Done::replayed(replay::Verdict::AlreadyDone.into());
                 done.event = Some(EventNote::normal(
                     "ThinPoolAutoExtended",
                     format!(
                         "thin pool {pool} {part} grown to {target} bytes by autoExtend (recorded after a restart: the use it was grown at was not kept)"
                     ),
                 ));
-                return Ok(done);
             }
-            return Ok(Done::replayed(replay::Verdict::NotDone.into()));
+            return Ok(done);
         }
         let (pvs, existing) = self.read_pvs_and_vg().await?;
         let verdict = replay::verdict(action, &argv, &self.vg, &pvs, existing.as_ref());
