@@ -327,7 +327,7 @@ impl Unit for VolumeGroupUnit {
                 A::LvextendThinPool => lv.lv_size,
                 _ => lv.lv_metadata_size,
             });
-            if !have.is_some_and(|h| h >= target) {
+            if have.is_none_or(|h| h < target) {
                 return Ok(Done::replayed(replay::Verdict::NotDone.into()));
             }
             let mut done = Done::replayed(replay::Verdict::AlreadyDone.into());
