@@ -193,6 +193,84 @@ impl ThickNode {
         }
     }
 
+    /// csi-provisioner as a cluster runs it (topology, the claim's metadata), retrying fast.
+    pub fn provisioner(&self) -> lvms_testkit::dev::csi_peers::Sidecar {
+        self.sidecar_env(
+            "csi-provisioner",
+            &[
+                "--feature-gates=Topology=true",
+                "--extra-create-metadata",
+                "--leader-election=false",
+                "--timeout=30s",
+                "--retry-interval-start=500ms",
+                "--retry-interval-max=5s",
+            ],
+            &[("NAMESPACE", self.s.ns.name.as_str())],
+        )
+    }
+
+    /// `lvms audit [--now] -o json` of this scenario's namespace: the report, and (kind, LV or
+    /// object) of each finding of the nodes' and of the cluster's that `ours` accepts (other
+    /// scenarios of this process leave theirs), sorted.
+    pub fn audit(
+        &self,
+        now: bool,
+        ours: impl Fn(&str) -> bool,
+    ) -> (Vec<(String, String)>, serde_json::Value) {
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_lvms"));
+        cmd.args([
+            "audit",
+            "-o",
+            "json",
+            "--timeout",
+            "60s",
+            "-n",
+            &self.s.ns.name,
+        ]);
+        if now {
+            cmd.arg("--now");
+        }
+        let out = cmd
+            .env("KUBECONFIG", &lvms_testkit::env::env().cp.kubeconfig)
+            .output()
+            .expect("lvms audit");
+        assert!(
+            out.status.success(),
+            "lvms audit: {}\nvg-manager:\n{}",
+            String::from_utf8_lossy(&out.stderr),
+            lvms_testkit::process::tail(
+                &self.vgm.as_ref().map(|v| v.log_text()).unwrap_or_default(),
+                30
+            )
+        );
+        let a: serde_json::Value = serde_json::from_slice(&out.stdout).expect("audit JSON");
+        let what = |f: &serde_json::Value| {
+            let what = f["lv"]
+                .as_str()
+                .or(f["logicalVolume"].as_str())
+                .unwrap_or_default()
+                .to_string();
+            (f["kind"].as_str().unwrap_or_default().to_string(), what)
+        };
+        let mut found: Vec<(String, String)> = a["nodes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .flat_map(|n| n["findings"].as_array().cloned().unwrap_or_default())
+            .map(|f| what(&f))
+            .chain(
+                a["cluster"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(what)
+                    .filter(|(_, x)| ours(x)),
+            )
+            .collect();
+        found.sort();
+        (found, a)
+    }
+
     pub fn restart_vg_manager(&mut self, env: &[(&str, &str)]) {
         self.stop_vg_manager();
         self.vgm = Some(self.s.vg_manager(NODE, env));

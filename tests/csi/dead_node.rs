@@ -75,77 +75,13 @@ fn bound_volume(c: &PersistentVolumeClaim) -> Option<String> {
         .flatten()
 }
 
-/// `lvms audit [--now] -o json`: (kind, LV or object) of node-a's findings, and of the
-/// cluster's that name one of `ours` (other scenarios of this process leave theirs).
-fn audit(n: &ThickNode, now: bool, ours: &[String]) -> Vec<(String, String)> {
-    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_lvms"));
-    cmd.args([
-        "audit",
-        "-o",
-        "json",
-        "--timeout",
-        "60s",
-        "-n",
-        &n.s.ns.name,
-    ]);
-    if now {
-        cmd.arg("--now");
-    }
-    let out = cmd
-        .env("KUBECONFIG", &lvms_testkit::env::env().cp.kubeconfig)
-        .output()
-        .expect("lvms audit");
-    assert!(
-        out.status.success(),
-        "lvms audit: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let a: Value = serde_json::from_slice(&out.stdout).expect("audit JSON");
-    let what = |f: &Value| {
-        let what = f["lv"]
-            .as_str()
-            .or(f["logicalVolume"].as_str())
-            .unwrap_or_default()
-            .to_string();
-        (f["kind"].as_str().unwrap_or_default().to_string(), what)
-    };
-    let mut found: Vec<(String, String)> = a["nodes"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .flat_map(|n| n["findings"].as_array().cloned().unwrap_or_default())
-        .map(|f| what(&f))
-        .chain(
-            a["cluster"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .map(what)
-                .filter(|(_, lv)| ours.contains(lv)),
-        )
-        .collect();
-    found.sort();
-    found
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dead_node_is_written_off_after_its_grace_and_its_leftovers_are_found_when_it_returns() {
     let mut n = ThickNode::start_with("csi-dead-node", &[], 400, json!({"fstype": "ext4"})).await;
     let grace = format!("{GRACE_S}s");
     n.op.kill();
     n.op = n.s.operator(&[], &["--dead-node-grace", &grace]);
-    let provisioner = n.sidecar_env(
-        "csi-provisioner",
-        &[
-            "--feature-gates=Topology=true",
-            "--extra-create-metadata",
-            "--leader-election=false",
-            "--timeout=30s",
-            "--retry-interval-start=500ms",
-            "--retry-interval-max=5s",
-        ],
-        &[("NAMESPACE", n.s.ns.name.as_str())],
-    );
+    let provisioner = n.provisioner();
     let client = n.s.client.clone();
     let ns = n.s.ns.name.clone();
     let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), &ns);
@@ -322,7 +258,7 @@ async fn a_dead_node_is_written_off_after_its_grace_and_its_leftovers_are_found_
     .expect("the record is JSON");
     assert_eq!(record["count"], 2, "{record}");
     assert_eq!(record["trigger"], "out-of-service", "{record}");
-    let found = audit(&n, false, &lv_ids);
+    let found = n.audit(false, |x| lv_ids.iter().any(|i| i == x)).0;
     let written: Vec<String> = found
         .iter()
         .filter(|(k, _)| k == "written-off")
@@ -356,7 +292,7 @@ async fn a_dead_node_is_written_off_after_its_grace_and_its_leftovers_are_found_
         .iter()
         .map(|id| ("leaked-lv".to_string(), id.clone()))
         .collect();
-    assert_eq!(audit(&n, true, &lv_ids), leaked);
+    assert_eq!(n.audit(true, |x| lv_ids.iter().any(|i| i == x)).0, leaked);
 
     // Under the repair policy the LVs the journal proves lvms made go.
     n.restart_vg_manager(&[("LVMS_AUDIT_REPAIR", "leaked")]);
@@ -366,7 +302,7 @@ async fn a_dead_node_is_written_off_after_its_grace_and_its_leftovers_are_found_
     })
     .await;
     assert!(repaired.is_some(), "leaked LVs stayed: {:?}", n.lvs());
-    assert_eq!(audit(&n, true, &lv_ids), vec![]);
+    assert_eq!(n.audit(true, |x| lv_ids.iter().any(|i| i == x)).0, vec![]);
 
     // The workload can come back: a claim of the same name binds on node-a again.
     pvcs.create(&PostParams::default(), &claim("data", &n.class))

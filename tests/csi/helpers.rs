@@ -184,18 +184,7 @@ fn bound_volume(c: &PersistentVolumeClaim) -> Option<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn claims_pvs_and_a_deleted_node_are_looked_after_as_lvms_and_topolvm_do() {
     let n = ThickNode::start_with("csi-helpers", &[], 400, json!({"fstype": "ext4"})).await;
-    let provisioner = n.sidecar_env(
-        "csi-provisioner",
-        &[
-            "--feature-gates=Topology=true",
-            "--extra-create-metadata",
-            "--leader-election=false",
-            "--timeout=30s",
-            "--retry-interval-start=500ms",
-            "--retry-interval-max=5s",
-        ],
-        &[("NAMESPACE", n.s.ns.name.as_str())],
-    );
+    let provisioner = n.provisioner();
     let client = n.s.client.clone();
     let ns = n.s.ns.name.clone();
     let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), &ns);

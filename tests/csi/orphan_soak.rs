@@ -19,7 +19,7 @@ use lvms_journal::Journal;
 use lvms_testkit::dev::operator::OperatorProcess;
 use lvms_testkit::disks::lvm;
 use lvms_testkit::rng::Rng;
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::common::{MIB, NODE, ThickNode, create_request, create_until_ok, delete_until_ok};
 
@@ -40,50 +40,6 @@ enum Provoke {
 
 /// (kind, LV or object) the audit names.
 type Expect = BTreeSet<(String, String)>;
-
-/// `lvms audit --now -o json`: node-a's findings, and the cluster's that name one of `ours`.
-fn audit(n: &ThickNode, ours: &BTreeSet<String>) -> (Expect, Value) {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_lvms"))
-        .args(["audit", "--now", "--timeout", "60s", "-o", "json", "-n"])
-        .arg(&n.s.ns.name)
-        .env("KUBECONFIG", &lvms_testkit::env::env().cp.kubeconfig)
-        .output()
-        .expect("lvms audit");
-    assert!(
-        out.status.success(),
-        "lvms audit: {}\nvg-manager:\n{}",
-        String::from_utf8_lossy(&out.stderr),
-        lvms_testkit::process::tail(
-            &n.vgm.as_ref().map(|v| v.log_text()).unwrap_or_default(),
-            30
-        )
-    );
-    let a: Value = serde_json::from_slice(&out.stdout).expect("audit JSON");
-    let what = |f: &Value| {
-        let what = f["lv"]
-            .as_str()
-            .or(f["logicalVolume"].as_str())
-            .unwrap_or_default()
-            .to_string();
-        (f["kind"].as_str().unwrap_or_default().to_string(), what)
-    };
-    let found = a["nodes"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .flat_map(|n| n["findings"].as_array().cloned().unwrap_or_default())
-        .map(|f| what(&f))
-        .chain(
-            a["cluster"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .map(what)
-                .filter(|(_, x)| ours.contains(x)),
-        )
-        .collect();
-    (found, a)
-}
 
 fn lvm_ok(cmd: &str, args: &[&str]) {
     let (ok, out) = lvm(cmd, args);
@@ -280,7 +236,8 @@ async fn orphan_soak_seeded_orphans_are_audited_exactly_and_repaired_by_policy()
             }
         }
         if cycle % 3 == 2 || cycle + 1 == cycles {
-            let (found, raw) = audit(&n, &ours);
+            let (found, raw) = n.audit(true, |x| ours.contains(x));
+            let found: Expect = found.into_iter().collect();
             assert_eq!(found, want, "seed {seed} after cycle {cycle}: {raw:#}");
         }
     }
@@ -294,14 +251,15 @@ async fn orphan_soak_seeded_orphans_are_audited_exactly_and_repaired_by_policy()
         .cloned()
         .collect();
     let repaired = lvms_testkit::eventually(Duration::from_secs(60), || async {
-        let (found, _) = audit(&n, &ours);
+        let (found, _) = n.audit(true, |x| ours.contains(x));
+        let found: Expect = found.into_iter().collect();
         (found == after_repair).then_some(())
     })
     .await;
     assert!(
         repaired.is_some(),
         "seed {seed}: after the repair {:?}, expected {after_repair:?}",
-        audit(&n, &ours).0
+        n.audit(true, |x| ours.contains(x)).0
     );
     let on_disk = n.lvs();
     for lv in before.keys() {
@@ -331,14 +289,15 @@ async fn orphan_soak_seeded_orphans_are_audited_exactly_and_repaired_by_policy()
         delete_until_ok(n.controller().await, id.clone()).await;
     }
     let clean = lvms_testkit::eventually(Duration::from_secs(60), || async {
-        let (found, _) = audit(&n, &ours);
+        let (found, _) = n.audit(true, |x| ours.contains(x));
+        let found: Expect = found.into_iter().collect();
         found.is_empty().then_some(())
     })
     .await;
     assert!(
         clean.is_some(),
         "seed {seed}: left after the advice: {:?}",
-        audit(&n, &ours).0
+        n.audit(true, |x| ours.contains(x)).0
     );
     for (_, id) in &stale_pvs {
         assert!(!n.lvs().contains_key(id), "seed {seed}: {id} stayed");
