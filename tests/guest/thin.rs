@@ -92,7 +92,7 @@ fn nudge_and_ask_when_full(h: HostCtx<'_>) -> futures::future::BoxFuture<'_, ()>
     })
 }
 
-/// Issue 40.2 on real device-mapper: a writer fills a thin volume 2 MiB a second until it has
+/// Issue 40.2 on real device-mapper: a writer fills a thin volume 4 MiB a second until it has
 /// written 1.8× the pool's first size; vg-manager (autoExtend at 60 % by 50 %) extends the pool
 /// from the VG's free space before it fills, so every write completes, and says so in a
 /// `ThinPoolAutoExtended` Event. Then, with the VG spent and the pool 95 % full, a new volume

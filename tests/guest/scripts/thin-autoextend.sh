@@ -1,5 +1,5 @@
 # The `after_ready` of thin-autoextend (tests/guest/thin.rs), run by node.sh once the class is
-# Ready: a writer fills a thin volume of the pool 2 MiB a second, past the pool's first size;
+# Ready: a writer fills a thin volume of the pool 4 MiB a second, past the pool's first size;
 # each write must complete (a full pool queues writes and then fails them), so the pool must
 # have been extended before it filled, even though the vg-manager life that makes the first
 # extension is SIGKILLed after its lvextend and before its outcome (its exit status lands in
@@ -12,6 +12,17 @@
 # vgm is the pid node.sh's start sets:
 # shellcheck disable=SC2154
 num() { lvs --noheadings --units b --nosuffix -o "$1" "$2" | tr -d ' '; }
+# The pool is made as LVMS makes it (`-l 40%FREE`: metadata and spare counted in), and a later
+# pass grows its data to 40 % of the VG, a sizePercent growth, not an autoextend. Wait for that
+# share (40 % rounded up to an extent) before the crash point is armed, so the kill meets the
+# first autoextend and nothing else.
+share=$(vgs --noheadings --units b --nosuffix -o vg_size,vg_extent_size "$VG" \
+  | awk '{ w = int(($1 * 40 + 99) / 100); printf "%.0f", int((w + $2 - 1) / $2) * $2 }')
+i=0
+until [ "$(num lv_size "$VG/$POOL")" -ge "$share" ]; do
+  i=$((i + 1)); [ $i -gt 240 ] && fail "the pool never reached its 40 % share ($share bytes): $(num lv_size "$VG/$POOL")" 28
+  sleep 0.5
+done
 first=$(num lv_size "$VG/$POOL")
 # A thin volume made here, not through lvms: the writer needs a device, not a claim.
 lvcreate -q -y -T "$VG/$POOL" -V 1g -n writer >"$GUEST_OUT/writer-lvcreate.txt" 2>&1 \
@@ -26,10 +37,10 @@ while [ "$written" -lt "$want" ]; do
   if [ ! -e "$GUEST_OUT/extend-kill-status" ] && ! kill -0 "$vgm" 2>/dev/null; then
     wait "$vgm"; echo $? >"$GUEST_OUT/extend-kill-status"; start
   fi
-  timeout 30 dd if=/dev/urandom of="/dev/$VG/writer" bs=1M count=2 seek="$written" \
+  timeout 30 dd if=/dev/urandom of="/dev/$VG/writer" bs=1M count=4 seek="$written" \
       oflag=direct conv=notrunc status=none \
     || fail "a write failed or hung at $written MiB: pool $(lvs --noheadings -o lv_size,data_percent,metadata_percent "$VG/$POOL")" 22
-  written=$((written + 2))
+  written=$((written + 4))
   echo "$written $(num lv_size "$VG/$POOL") $(num data_percent "$VG/$POOL")" >>"$GUEST_OUT/autoextend-trace.txt"
   sleep 1
 done
