@@ -80,7 +80,7 @@ const SCENARIOS: &[Scenario] = &[
     },
     Scenario {
         name: "thin-autoextend",
-        kernels: &[Kernel::K6_1],
+        kernels: &[Kernel::K6_12],
         kills: &[],
         run: |c| {
             Box::pin(thin::a_pool_under_a_writer_is_extended_before_writes_fail(
@@ -124,7 +124,7 @@ const SCENARIOS: &[Scenario] = &[
     },
     Scenario {
         name: "csi-mount-crash",
-        kernels: &[Kernel::K6_1],
+        kernels: &[Kernel::K6_12],
         kills: &[],
         run: |c| {
             Box::pin(mount::sigkill_after_format_or_mount_never_formats_twice_or_mounts_twice(c))
