@@ -206,11 +206,17 @@ async fn cluster_half(client: &kube::Client) -> anyhow::Result<Vec<Finding>> {
         .filter_map(|n| n.metadata.name.clone())
         .collect();
     let mut out = stale_volumes(&pvs, &volumes, &nodes);
+    let node_of: std::collections::BTreeMap<&str, &str> = volumes
+        .iter()
+        .map(|v| (v.name.as_str(), v.node.as_str()))
+        .collect();
     for n in &all_nodes {
         let name = n.metadata.name.as_deref().unwrap_or_default();
         match record(n) {
             None => {}
-            Some(Ok(r)) => out.extend(written_off_findings(name, &r)),
+            Some(Ok(r)) => out.extend(written_off_findings(name, &r, |lv| {
+                node_of.get(lv).map(|n| (*n).to_string())
+            })),
             Some(Err(e)) => out.push(Finding::new(
                 FindingKind::WrittenOff,
                 name,

@@ -34,10 +34,14 @@ pub enum FindingKind {
     /// A volume written off when its node was deleted or tainted out-of-service while not
     /// Ready: its data is on disks nobody sees until the node is back (then: `leaked-lv`).
     WrittenOff,
+    /// A device class whose volume group lvm2 did not report during the audit (a held lock,
+    /// a missing disk): its LVs and volumes are not audited, so no finding about them means
+    /// nothing; the journal's half-finished steps still are.
+    UnreadableVg,
 }
 
 impl FindingKind {
-    pub const ALL: [FindingKind; 7] = [
+    pub const ALL: [FindingKind; 8] = [
         FindingKind::LeakedLv,
         FindingKind::ForeignLv,
         FindingKind::MissingLv,
@@ -45,6 +49,7 @@ impl FindingKind {
         FindingKind::GoneNode,
         FindingKind::HalfFinished,
         FindingKind::WrittenOff,
+        FindingKind::UnreadableVg,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -56,6 +61,7 @@ impl FindingKind {
             FindingKind::GoneNode => "gone-node",
             FindingKind::HalfFinished => "half-finished",
             FindingKind::WrittenOff => "written-off",
+            FindingKind::UnreadableVg => "unreadable-vg",
         }
     }
 
@@ -69,6 +75,7 @@ impl FindingKind {
             FindingKind::GoneNode => "VolumeOnGoneNode",
             FindingKind::HalfFinished => "HalfFinishedStep",
             FindingKind::WrittenOff => "VolumeWrittenOff",
+            FindingKind::UnreadableVg => "VolumeGroupUnreadable",
         }
     }
 }
@@ -317,6 +324,36 @@ pub fn audit_node(
     }
     out.sort_by_key(Finding::key);
     out
+}
+
+/// A device class the audit could not read: (class, its volume group, the read's error
+/// reason, e.g. `HostCommandTimedOut`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnreadClass {
+    pub class: String,
+    pub vg: String,
+    pub reason: String,
+}
+
+/// One [`FindingKind::UnreadableVg`] per class the audit could not read. The words name the
+/// error's reason, not its message (a finding's words are its identity: reported once).
+pub fn unreadable_findings(node: &str, unread: &[UnreadClass]) -> Vec<Finding> {
+    unread
+        .iter()
+        .map(|u| {
+            let mut f = Finding::new(
+                FindingKind::UnreadableVg,
+                node,
+                format!(
+                    "volume group {} of device class {} could not be read ({}): its LVs and LogicalVolumes were not audited, only the journal's open steps; the vg-manager log names the error (a held lvm2 lock, a missing disk)",
+                    u.vg, u.class, u.reason
+                ),
+            );
+            f.device_class = Some(u.class.clone());
+            f.volume_group = Some(u.vg.clone());
+            f
+        })
+        .collect()
 }
 
 /// The class a LogicalVolume's `spec.deviceClass` resolves to among those observed.

@@ -231,3 +231,53 @@ fn finding_keys_tell_findings_apart_and_stay_the_same() {
         b.iter().map(Finding::key).collect::<Vec<_>>()
     );
 }
+
+#[test]
+fn an_unread_class_is_one_finding_and_never_an_empty_one() {
+    let unread = [UnreadClass {
+        class: "vg1".into(),
+        vg: "vg1".into(),
+        reason: "HostCommandTimedOut".into(),
+    }];
+    let f = unreadable_findings("n1", &unread);
+    assert_eq!(f.len(), 1);
+    assert_eq!(f[0].kind, FindingKind::UnreadableVg);
+    assert_eq!(f[0].volume_group.as_deref(), Some("vg1"));
+    assert!(!f[0].repairable);
+    assert!(
+        f[0].detail
+            .contains("could not be read (HostCommandTimedOut)"),
+        "{}",
+        f[0].detail
+    );
+    // The class left out of the join: a volume of it is not missing, its step still open is
+    // still half-finished.
+    let journal = JournalFacts {
+        open: vec![OpenStep {
+            seq: 7,
+            at_ms: 0,
+            unit: "volumes".into(),
+            action: "lvcreate".into(),
+            object_kind: "LogicalVolume".into(),
+            object_name: "pvc-1".into(),
+            object_uid: "u-1".into(),
+        }],
+        ..JournalFacts::default()
+    };
+    let found = audit_node(
+        "n1",
+        &[],
+        &[vol("pvc-2", "u-2", Some("u-2"))],
+        &journal,
+        10_000,
+        1_000,
+    );
+    assert_eq!(
+        kinds(&found),
+        vec![(FindingKind::HalfFinished, "pvc-1".into())]
+    );
+    assert_eq!(
+        serde_json::to_value(FindingKind::UnreadableVg).unwrap(),
+        "unreadable-vg"
+    );
+}

@@ -25,8 +25,8 @@ use crate::api::topolvm::DRIVER_NAME;
 use crate::api::{LVMVolumeGroupNodeStatus, LogicalVolume};
 use crate::kube::apply::unit_error;
 use crate::node::audit::{
-    ClassVg, Finding, FindingKind, HISTORY_LINES, JournalFacts, NodeAudit, OpenStep, VolumeHistory,
-    VolumeRef, audit_node,
+    ClassVg, Finding, FindingKind, HISTORY_LINES, JournalFacts, NodeAudit, OpenStep, UnreadClass,
+    VolumeHistory, VolumeRef, audit_node, unreadable_findings,
 };
 use crate::node::commands;
 use crate::node::report::{LogicalVolume as Lv, parse_lvs, parse_vgs};
@@ -177,15 +177,30 @@ impl AuditUnit {
         Ok(lvs.all().cloned().collect())
     }
 
-    /// Every class's LVs: (class, vg, default, lvs). Any read that fails fails the audit.
-    async fn read_classes(&self) -> Result<Vec<(String, String, bool, Vec<Lv>)>, UnitError> {
+    /// Every class's LVs: (class, vg, default, lvs), and the classes whose volume group could
+    /// not be read. An unread class is audited as unseen, never as empty: it is left out of
+    /// the join (and so out of the repair) and reported as `unreadable-vg`, while the rest of
+    /// the node, and the journal's open steps (a step a held lock keeps open is exactly what
+    /// the audit must show), are still audited.
+    async fn read_classes(&self) -> Result<ReadClasses, UnitError> {
         let Some(config) = self.ctx.read_lvmd()? else {
-            return Ok(Vec::new());
+            return Ok(ReadClasses::default());
         };
-        let mut out = Vec::new();
+        let mut out = ReadClasses::default();
         for c in &config.device_classes {
-            let lvs = self.read_vg(&c.volume_group).await?;
-            out.push((c.name.clone(), c.volume_group.clone(), c.default, lvs));
+            match self.read_vg(&c.volume_group).await {
+                Ok(lvs) => out
+                    .seen
+                    .push((c.name.clone(), c.volume_group.clone(), c.default, lvs)),
+                Err(e) => {
+                    tracing::warn!(class = %c.name, volume_group = %c.volume_group, reason = %e.reason, error = %e.message, "audit: volume group not read");
+                    out.unread.push(UnreadClass {
+                        class: c.name.clone(),
+                        vg: c.volume_group.clone(),
+                        reason: e.reason,
+                    });
+                }
+            }
         }
         Ok(out)
     }
@@ -219,6 +234,20 @@ impl AuditUnit {
         let (open, unreadable) = journal.open_intents_checked().map_err(UnitError::journal)?;
         let (facts, skipped) = journal_facts(journal.iter(), &open);
         let after = self.read_classes().await?;
+        // A class unread in either look is unseen in both.
+        let mut unread = before.unread;
+        for u in after.unread {
+            if !unread.iter().any(|x| x.class == u.class) {
+                unread.push(u);
+            }
+        }
+        let seen_in_both = |classes: Vec<(String, String, bool, Vec<Lv>)>| {
+            classes
+                .into_iter()
+                .filter(|(class, ..)| !unread.iter().any(|u| &u.class == class))
+                .collect::<Vec<_>>()
+        };
+        let (before, after) = (seen_in_both(before.seen), seen_in_both(after.seen));
         let now = journal.config().clock.now_ms();
         let open_after = self.config.open_after.as_millis() as u64;
         let find = |classes: &[(String, String, bool, Vec<Lv>)]| {
@@ -234,10 +263,12 @@ impl AuditUnit {
             audit_node(&self.ctx.node, &views, &volumes, &facts, now, open_after)
         };
         let first: BTreeSet<String> = find(&before).iter().map(Finding::key).collect();
-        let findings = find(&after)
+        let mut findings: Vec<Finding> = find(&after)
             .into_iter()
             .filter(|f| first.contains(&f.key()))
             .collect();
+        findings.extend(unreadable_findings(&self.ctx.node, &unread));
+        findings.sort_by_key(Finding::key);
         Ok((findings, skipped + unreadable.len() as u64))
     }
 
@@ -384,6 +415,13 @@ impl AuditUnit {
     }
 }
 
+/// One look at the node's classes: those read, and those whose volume group was not.
+#[derive(Default)]
+struct ReadClasses {
+    seen: Vec<(String, String, bool, Vec<Lv>)>,
+    unread: Vec<UnreadClass>,
+}
+
 /// The annotation's document: the audit and the request it answered.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -471,10 +509,12 @@ pub fn journal_facts(
             _ => {}
         }
     }
+    // A unit's open pass is not a step: it wraps the steps (one of which, open, is the finding)
+    // and closes with the next pass once replay has.
     facts.open = open
         .iter()
         .filter_map(|r| match &r.body {
-            Body::Intent(i) => Some(OpenStep {
+            Body::Intent(i) if i.action != lvms_actors::PASS_ACTION => Some(OpenStep {
                 seq: r.seq,
                 at_ms: r.at_ms,
                 unit: i.unit.clone(),
@@ -589,13 +629,16 @@ impl Unit for AuditUnit {
                 format!("no <vg>/<lv> at the end of {:?}", intent.args),
             ));
         };
+        // Gone: the removal ran before the kill. Still there: not done, and not redone here,
+        // since whether nothing names the LV was seen before the kill, maybe long ago; the next
+        // audit decides afresh, from a new look at LogicalVolumes and PersistentVolumes.
         let lvs = parse_lvs(&self.run_host(&commands::lvs(vg).map_err(cmd_err)?).await?)
             .map_err(|e| UnitError::retryable("LvsFailed", e.to_string()))?;
-        if lvs.find(lv).is_some() {
-            let argv = cmd::lvremove_volume(vg, lv).map_err(cmd_err)?;
-            self.run_host(&argv).await?;
-        }
-        Ok(Done::replayed(Replayed::Rechecked))
+        Ok(Done::replayed(if lvs.find(lv).is_some() {
+            Replayed::NotDone
+        } else {
+            Replayed::AlreadyDone
+        }))
     }
 }
 
@@ -661,11 +704,15 @@ mod tests {
             record(4, outcome(3, false)),
             record(5, intent("remove-finalizer", "u-a")),
             record(6, outcome(5, true)),
-            // Open: no outcome yet.
+            // Open: no outcome yet, and the interrupted pass around it.
             record(7, intent("lvcreate", "u-c")),
+            record(8, intent(lvms_actors::PASS_ACTION, "node-a")),
             Err(lvms_journal::JournalError::IntentNotOpen { seq: 0 }),
         ];
-        let open = vec![record(7, intent("lvcreate", "u-c")).unwrap()];
+        let open = vec![
+            record(7, intent("lvcreate", "u-c")).unwrap(),
+            record(8, intent(lvms_actors::PASS_ACTION, "node-a")).unwrap(),
+        ];
         let (facts, skipped) = journal_facts(records.into_iter(), &open);
         assert_eq!(skipped, 1);
         assert!(facts.volumes["u-a"].created);
@@ -678,7 +725,12 @@ mod tests {
         );
         assert!(facts.volumes["u-b"].lines[0].contains("failed (LvcreateFailed)"));
         assert!(!facts.volumes["u-c"].created);
-        assert_eq!(facts.open.len(), 1);
+        assert_eq!(
+            facts.open.len(),
+            1,
+            "a pass is not a step: {:?}",
+            facts.open
+        );
         assert_eq!(facts.open[0].object_uid, "u-c");
     }
 

@@ -455,15 +455,21 @@ impl VolumesUnit {
         let spec =
             StepSpec::new(object, A::RemoveFinalizer).args(vec![LOGICAL_VOLUME_FINALIZER.into()]);
         let client = self.ctx.client.clone();
+        // The cache's finalizers guard the edit, so a delete costs one request, as TopoLVM's
+        // Update from its cache does (a stale view costs the failed guard and a re-read).
+        let seen = lv.metadata.finalizers.clone();
         steps
-            .run(spec, || {
-                crate::kube::apply::edit_finalizers(
+            .run(spec, || async {
+                crate::kube::apply::edit_finalizers_seen(
                     &client,
                     crate::kube::kinds::Kind::LogicalVolume,
                     "",
                     &name,
+                    seen.as_deref(),
                     |f| f.retain(|x| x != LOGICAL_VOLUME_FINALIZER),
                 )
+                .await
+                .map(|(done, _)| done)
             })
             .await?;
         Ok(())

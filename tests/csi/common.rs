@@ -248,6 +248,7 @@ impl ThickNode {
             let what = f["lv"]
                 .as_str()
                 .or(f["logicalVolume"].as_str())
+                .or(f["volumeGroup"].as_str())
                 .unwrap_or_default()
                 .to_string();
             (f["kind"].as_str().unwrap_or_default().to_string(), what)

@@ -370,3 +370,153 @@ async fn a_dead_node_is_written_off_after_its_grace_and_its_leftovers_are_found_
         );
     }
 }
+
+/// The operator SIGKILLed at seeded random moments while it writes a node off and while the
+/// node comes back (`LVMS_DEAD_NODE_KILLS_SEED`, default 3; `LVMS_DEAD_NODE_KILLS`, default 4
+/// per phase): the write-off still ends with every claim and LogicalVolume of the node gone,
+/// one record naming all of them, each Warning published once, and nothing left open.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_off_killed_at_random_moments_converges_with_each_warning_once() {
+    let seed = std::env::var("LVMS_DEAD_NODE_KILLS_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(3);
+    let kills: u32 = std::env::var("LVMS_DEAD_NODE_KILLS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(4);
+    let mut rng = lvms_testkit::rng::Rng(seed);
+    let mut n = ThickNode::start_with("csi-dead-kills", &[], 400, json!({"fstype": "ext4"})).await;
+    let provisioner = n.provisioner();
+    let client = n.s.client.clone();
+    let ns = n.s.ns.name.clone();
+    let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), &ns);
+    set_ready(&client, "True").await;
+    let uid = Api::<Node>::all(client.clone())
+        .get(NODE)
+        .await
+        .expect("node-a")
+        .metadata
+        .uid
+        .expect("a uid");
+    let names = ["k1", "k2", "k3"];
+    for c in names {
+        pvcs.create(&PostParams::default(), &claim(c, &n.class))
+            .await
+            .expect("claim");
+    }
+    for c in names {
+        eventually(SLOW, || async { bound_volume(&pvcs.get(c).await.ok()?) })
+            .await
+            .unwrap_or_else(|| {
+                panic!(
+                    "{c} never Bound; provisioner:\n{}\noperator:\n{}",
+                    lvms_testkit::process::tail(&provisioner.log_text(), 30),
+                    lvms_testkit::process::tail(&n.op.log_text(), 30)
+                )
+            });
+    }
+    // Kills at random moments of `phase`, each life given 0–4 s; then one life left to run.
+    let mut kill_at_random = |phase: &str| {
+        let waits: Vec<u64> = (0..kills).map(|_| rng.below(4000)).collect();
+        println!("seed {seed}, {phase}: kills after {waits:?} ms");
+        waits
+    };
+
+    // node-a dies; the operator is killed again and again while it writes the node off.
+    n.stop_vg_manager();
+    set_ready(&client, "Unknown").await;
+    set_taints(
+        &client,
+        json!([{"key": "node.kubernetes.io/out-of-service", "value": "nodeshutdown", "effect": "NoExecute"}]),
+    )
+    .await;
+    for ms in kill_at_random("write-off") {
+        tokio::time::sleep(Duration::from_millis(ms)).await;
+        n.op.kill();
+        n.op = n.s.operator(&[], &[]);
+    }
+    let gone = eventually(SLOW, || async {
+        let claims = pvcs.list(&ListParams::default()).await.ok()?.items;
+        let lvs = n
+            .logical_volumes()
+            .list(&ListParams::default())
+            .await
+            .ok()?
+            .items;
+        (claims.is_empty() && lvs.iter().all(|l| l.spec.node_name != NODE)).then_some(())
+    })
+    .await;
+    assert!(
+        gone.is_some(),
+        "seed {seed}: node-a's volumes were not written off:\n{}",
+        lvms_testkit::process::tail(&n.op.log_text(), 40)
+    );
+    let record = eventually(SLOW, || async {
+        let node = Api::<Node>::all(client.clone()).get(NODE).await.ok()?;
+        let text = node
+            .metadata
+            .annotations?
+            .get("lvms.topolvm.io/written-off")?
+            .clone();
+        serde_json::from_str::<Value>(&text).ok()
+    })
+    .await
+    .expect("the record on node-a");
+    assert_eq!(record["count"], 3, "seed {seed}: {record}");
+    let warned = eventually(SLOW, || async {
+        let w = node_events(&client, &uid, "VolumesWrittenOff").await;
+        (!w.is_empty()).then_some(w)
+    })
+    .await
+    .expect("no VolumesWrittenOff Warning");
+
+    // node-a comes back, and the operator is killed again and again while it forgets the record.
+    set_taints(&client, json!(null)).await;
+    set_ready(&client, "True").await;
+    for ms in kill_at_random("back") {
+        tokio::time::sleep(Duration::from_millis(ms)).await;
+        n.op.kill();
+        n.op = n.s.operator(&[], &[]);
+    }
+    let forgotten = eventually(SLOW, || async {
+        let node = Api::<Node>::all(client.clone()).get(NODE).await.ok()?;
+        let a = node.metadata.annotations.unwrap_or_default();
+        (!a.contains_key("lvms.topolvm.io/written-off")).then_some(())
+    })
+    .await;
+    assert!(forgotten.is_some(), "seed {seed}: the record stayed");
+    let back = eventually(SLOW, || async {
+        let w = node_events(&client, &uid, "WrittenOffVolumesOnDisk").await;
+        (!w.is_empty()).then_some(w)
+    })
+    .await
+    .expect("no WrittenOffVolumesOnDisk Warning");
+
+    // Past the recheck: each Warning once, never repeated; nothing open.
+    let j = lvms_testkit::journal::settled(&n.s.operator_journal(), SLOW);
+    assert_eq!(j.open_intents().expect("open intents"), vec![]);
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    for (reason, first) in [
+        ("VolumesWrittenOff", &warned),
+        ("WrittenOffVolumesOnDisk", &back),
+    ] {
+        let all = node_events(&client, &uid, reason).await;
+        assert_eq!(all.len(), 1, "seed {seed}: {reason}: {all:?}");
+        assert_eq!(
+            all[0].metadata.uid, first[0].metadata.uid,
+            "seed {seed}: {reason}"
+        );
+        assert_eq!(
+            lvms_testkit::events::series_count(&all[0]),
+            1,
+            "seed {seed}: {reason}: {all:?}"
+        );
+    }
+    let recs: Vec<_> = j.iter().collect::<Result<_, _>>().expect("journal");
+    let effects = lvms_testkit::journal::effects(&recs, "topolvm-node");
+    for action in ["record-written-off", "forget-written-off"] {
+        let e = effects.get(action).cloned().unwrap_or_default();
+        assert_eq!(e.took, 1, "seed {seed}: {action}: {:?}", e.verdicts);
+    }
+}

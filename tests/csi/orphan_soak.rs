@@ -1,9 +1,10 @@
 //! Seeded orphans: each cycle provokes one way storage is orphaned in the field (a
 //! LogicalVolume force-deleted, a claim deleted mid-provisioning while vg-manager is SIGKILLed
 //! at a random fault point, an LV removed behind lvms's back, an LV made by hand, a
-//! PersistentVolume left without its LogicalVolume, a node that vanished, or nothing at all: a
-//! volume made and deleted through a kill) and keeps its own model of what the audit must
-//! find. Every few cycles, and at the end, `lvms audit --now` must report exactly the model;
+//! PersistentVolume left without its LogicalVolume, a node that vanished, a provisioning kill
+//! whose replay a held lvm2 lock keeps failing (half-finished, its volume group unreadable
+//! until the lock goes), or nothing at all: a volume made and deleted through a kill) and keeps
+//! its own model of what the audit must find. Every few cycles, and at the end, `lvms audit --now` must report exactly the model;
 //! then the `leaked` repair removes exactly what the journal proves lvms made and nothing
 //! names, and following each remaining finding's advice leaves an audit with nothing.
 //! `cargo test --test csi orphan_soak` runs 10 cycles with seed 7;
@@ -35,6 +36,7 @@ enum Provoke {
     MadeByHand,
     PvWithoutVolume,
     VanishedNode,
+    HeldLock,
     NothingThroughAKill,
 }
 
@@ -77,6 +79,49 @@ fn pv(name: &str, handle: &str) -> PersistentVolume {
     .unwrap()
 }
 
+/// lvm2's file lock on a volume group (`/run/lock/lvm/V_<vg>`, lvm2's default locking_dir),
+/// held exclusively by a `flock` process until dropped: every lvm2 command on the VG waits.
+struct HeldVgLock(std::process::Child);
+
+impl HeldVgLock {
+    fn take(vg: &str) -> Self {
+        let dir = std::path::Path::new("/run/lock/lvm");
+        std::fs::create_dir_all(dir).expect("lvm2's locking_dir");
+        let file = dir.join(format!("V_{vg}"));
+        // -o: only flock itself holds the lock (not the sleep it runs), so killing it frees it.
+        let mut child = std::process::Command::new("flock")
+            .args(["-x", "-o", "-w", "30"])
+            .arg(&file)
+            .args(["-c", "echo held; exec sleep 600"])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("flock (util-linux)");
+        // Held once it says so (an lvm2 command of the killed life may still be finishing).
+        let mut line = String::new();
+        let out = child.stdout.take().expect("flock's stdout");
+        std::io::BufRead::read_line(&mut std::io::BufReader::new(out), &mut line)
+            .expect("flock's word");
+        assert_eq!(
+            line.trim(),
+            "held",
+            "flock on {}: {:?}",
+            file.display(),
+            child.try_wait()
+        );
+        HeldVgLock(child)
+    }
+}
+
+impl Drop for HeldVgLock {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("pkill")
+            .args(["-P", &self.0.id().to_string()])
+            .status();
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 fn died(n: &mut ThickNode, point: &str) {
     let vgm = n.vgm.as_mut().expect("vg-manager");
     let status = vgm
@@ -116,6 +161,7 @@ async fn orphan_soak_seeded_orphans_are_audited_exactly_and_repaired_by_policy()
         Provoke::MadeByHand,
         Provoke::PvWithoutVolume,
         Provoke::VanishedNode,
+        Provoke::HeldLock,
         Provoke::NothingThroughAKill,
     ];
     for cycle in 0..cycles {
@@ -218,6 +264,69 @@ async fn orphan_soak_seeded_orphans_are_audited_exactly_and_repaired_by_policy()
                 gone_lvs.push(lv_name);
                 println!("cycle {cycle}: {kind:?}");
             }
+            Provoke::HeldLock => {
+                // A provisioning killed once its lvcreate intent is durable; then lvm2's lock
+                // on the volume group held by another process (as a stuck lvm2 command would),
+                // so replay's look at the VG times out, again and again.
+                let point = "intent-durable:volumes#lvcreate";
+                n.restart_vg_manager(&[("LVMS_CRASH_AT", point)]);
+                let rpc = tokio::spawn(create_until_ok(
+                    ctl,
+                    create_request(&name, 16 * MIB, &class),
+                ));
+                died(&mut n, point);
+                rpc.abort();
+                let lock = HeldVgLock::take(&class);
+                n.restart_vg_manager(&[
+                    // Over the 3 s a step blocked on the lock takes to fail (and close).
+                    ("LVMS_AUDIT_OPEN_AFTER", "10s"),
+                    ("LVMS_HOST_COMMAND_TIMEOUT", "3s"),
+                ]);
+                // While it is held: the step is half-finished and the class unreadable; the
+                // node's other findings are about that class's LVs, so none is claimed now (an
+                // unseen class is never reported empty); the cluster's half stays.
+                let mut held: Expect = want
+                    .iter()
+                    .filter(|(k, _)| k == "stale-pv" || k == "gone-node")
+                    .cloned()
+                    .collect();
+                held.insert(("half-finished".into(), name.clone()));
+                held.insert(("unreadable-vg".into(), class.clone()));
+                let seen = lvms_testkit::eventually(Duration::from_secs(90), || async {
+                    let (found, _) = n.audit(true, |x| ours.contains(x));
+                    let found: Expect = found.into_iter().collect();
+                    (found == held).then_some(())
+                })
+                .await;
+                assert!(
+                    seen.is_some(),
+                    "seed {seed} cycle {cycle}: while the lock is held, expected {held:?}, found {:#}",
+                    n.audit(true, |x| ours.contains(x)).1
+                );
+                // Released: replay closes the step and the claim is made after all (the
+                // provisioner's retry, the same request).
+                drop(lock);
+                let id = create_until_ok(
+                    n.controller().await,
+                    create_request(&name, 16 * MIB, &class),
+                )
+                .await;
+                let settled = lvms_testkit::eventually(Duration::from_secs(60), || async {
+                    let j = Journal::open_copy(n.s.vg_manager_journal(NODE)).ok()?;
+                    j.open_intents().ok()?.is_empty().then_some(())
+                })
+                .await;
+                assert!(
+                    settled.is_some(),
+                    "seed {seed} cycle {cycle}: intents stay open"
+                );
+                assert!(
+                    n.lvs().contains_key(&id),
+                    "seed {seed}: {id} was never made"
+                );
+                n.restart_vg_manager(&[]);
+                println!("cycle {cycle}: {kind:?}");
+            }
             Provoke::NothingThroughAKill => {
                 let id =
                     create_until_ok(ctl.clone(), create_request(&name, 16 * MIB, &class)).await;
@@ -242,8 +351,16 @@ async fn orphan_soak_seeded_orphans_are_audited_exactly_and_repaired_by_policy()
         }
     }
 
-    // The repair policy: exactly the LVs the journal proves lvms made that nothing names.
+    // The repair policy: exactly the LVs the journal proves lvms made that nothing names, made
+    // through SIGKILLs at seeded random moments (before, during or after a removal).
     let before = n.lvs();
+    for _ in 0..3 {
+        n.restart_vg_manager(&[("LVMS_AUDIT_REPAIR", "leaked")]);
+        let ms = rng.below(3000);
+        tokio::time::sleep(Duration::from_millis(ms)).await;
+        n.stop_vg_manager();
+        println!("repair: vg-manager SIGKILLed {ms} ms into its life");
+    }
     n.restart_vg_manager(&[("LVMS_AUDIT_REPAIR", "leaked")]);
     let after_repair: Expect = want
         .iter()
@@ -304,17 +421,15 @@ async fn orphan_soak_seeded_orphans_are_audited_exactly_and_repaired_by_policy()
     }
     let j = Journal::open_copy(n.s.vg_manager_journal(NODE)).expect("journal");
     assert_eq!(j.open_intents().expect("open intents"), vec![]);
-    // One journaled removal per LV the repair took, none made twice.
-    let removals = j
-        .iter()
-        .filter_map(Result::ok)
-        .filter(
-            |r| matches!(&r.body, lvms_journal::Body::Intent(i) if i.action == "remove-leaked-lv"),
-        )
-        .count();
+    // One removal that took effect per LV the repair took, none made twice (a removal a kill
+    // interrupted before it ran is replayed as not done and made again, once).
+    let recs: Vec<lvms_journal::Record> = j.iter().filter_map(Result::ok).collect();
+    let effects = lvms_testkit::journal::effects(&recs, "audit");
+    let removals = effects.get("remove-leaked-lv").cloned().unwrap_or_default();
     assert_eq!(
-        removals,
+        removals.took,
         repairable.len() + stale_pvs.len(),
-        "seed {seed}: removals"
+        "seed {seed}: removals {:?}",
+        removals.verdicts
     );
 }

@@ -1,3 +1,5 @@
+use std::time::Duration;
+
 use serde_json::{Value, json};
 
 use crate::group::Ctx;
@@ -25,11 +27,13 @@ const AFTER_GROWTH: &str = include_str!("scripts/thin-grow.sh");
 /// A writer filling a thin volume past the pool's first size, each write waited for.
 const AUTOEXTEND_WRITER: &str = include_str!("scripts/thin-autoextend.sh");
 
-/// A thin class whose pool starts at 40 % of the VG and grows by half when 60 % used.
+/// A thin class whose pool starts at 40 % of the VG and grows by half when 60 % used, and
+/// whose published capacity follows the pool's real use.
 fn autoextend_class(vg: &str, paths: &[&str]) -> Value {
     let mut c = thin_class(vg, paths);
     c[0]["thinPoolConfig"]["sizePercent"] = json!(40);
     c[0]["thinPoolConfig"]["autoExtend"] = json!({"thresholdPercent": 60, "extendPercent": 50});
+    c[0]["thinPoolConfig"]["capacityFollowsUsage"] = json!(true);
     c
 }
 
@@ -59,20 +63,73 @@ fn nudge_while_writing(h: HostCtx<'_>) -> futures::future::BoxFuture<'_, ()> {
 }
 
 /// [`nudge_while_writing`], and once the guest marks `pool-full` (the VG has nothing left for
-/// the pool and it is 95 % full), a CreateVolume on the operator's socket for this node: it
-/// must be refused, ResourceExhausted, with a message naming the pool's real use, not made
-/// and left to fail writes.
+/// the pool and it is 95 % full): with `capacityFollowsUsage`, the class publishes no capacity
+/// and the controller refuses a new volume for it; then, the class switched back to TopoLVM's
+/// formula (the published capacity is GiBs again), the node itself refuses it,
+/// ResourceExhausted, with a message naming the pool's real use, rather than making it and
+/// leaving it to fail writes.
 fn nudge_and_ask_when_full(h: HostCtx<'_>) -> futures::future::BoxFuture<'_, ()> {
     Box::pin(async move {
         let (node, vg, socket, guest) = (h.node.clone(), h.vg.clone(), h.socket.clone(), h.guest);
+        let (client, clusters) = (h.s.client.clone(), h.s.clusters());
         let ask = async move {
             guest.mark("pool-full").await;
+            let nodes: kube::Api<k8s_openapi::api::core::v1::Node> = kube::Api::all(client);
+            let key = format!("capacity.topolvm.io/{vg}");
+            let capacity = || async {
+                let n = nodes.get(&node).await.ok()?;
+                n.metadata.annotations?.get(&key)?.parse::<u64>().ok()
+            };
+            // The 1 GiB writer against 10 × a pool of at most the 512 MiB disk: TopoLVM's
+            // formula says GiBs; the pool's real use, nothing past 95 %.
+            let formula_floor: u64 = 1 << 30;
             let channel = lvms::csi::client::connect(&socket)
                 .await
                 .expect("the operator's CSI socket");
             let mut ctl = lvms::csi::proto::controller_client::ControllerClient::new(channel);
             let req =
                 lvms_testkit::fixtures::csi::create_volume("pvc-past-full", &node, &vg, 64 << 20);
+
+            let zero = lvms_testkit::eventually(Duration::from_secs(60), || async {
+                (capacity().await? == 0).then_some(())
+            })
+            .await;
+            assert!(
+                zero.is_some(),
+                "{key} is {:?} with the pool 95 % full and capacityFollowsUsage",
+                capacity().await
+            );
+            let err = ctl
+                .create_volume(req.clone())
+                .await
+                .expect_err("a volume where the class publishes no capacity");
+            assert_eq!(err.code(), tonic::Code::ResourceExhausted, "{err:?}");
+            println!(
+                "thin-autoextend: capacity 0 at 95 % full; refused: {}",
+                err.message()
+            );
+
+            let mut classes = autoextend_class(&vg, &["auto0"]);
+            classes[0]["thinPoolConfig"]["capacityFollowsUsage"] = json!(false);
+            clusters
+                .patch(
+                    "my-lvmcluster",
+                    &kube::api::PatchParams::default(),
+                    &kube::api::Patch::Merge(
+                        json!({"spec": {"storage": {"deviceClasses": classes}}}),
+                    ),
+                )
+                .await
+                .expect("capacityFollowsUsage switched off");
+            let formula = lvms_testkit::eventually(Duration::from_secs(180), || async {
+                capacity().await.filter(|c| *c >= formula_floor)
+            })
+            .await;
+            assert!(
+                formula.is_some(),
+                "{key} is {:?}, not TopoLVM's formula, with capacityFollowsUsage off",
+                capacity().await
+            );
             let err = ctl
                 .create_volume(req)
                 .await
@@ -96,7 +153,9 @@ fn nudge_and_ask_when_full(h: HostCtx<'_>) -> futures::future::BoxFuture<'_, ()>
 /// written 1.8× the pool's first size; vg-manager (autoExtend at 60 % by 50 %) extends the pool
 /// from the VG's free space before it fills, so every write completes, and says so in a
 /// `ThinPoolAutoExtended` Event. Then, with the VG spent and the pool 95 % full, a new volume
-/// is refused with a message naming the pool's real use.
+/// is refused: by the controller while the class's capacity follows the pool's real use
+/// (`capacityFollowsUsage`: none left), and by the node, naming that use, once the class is
+/// switched back to TopoLVM's formula.
 pub async fn a_pool_under_a_writer_is_extended_before_writes_fail(ctx: Ctx) {
     let vg = format!("a{}", std::process::id());
     let r = run_node(

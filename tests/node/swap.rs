@@ -395,20 +395,35 @@ pub async fn lvms_takes_over_what_lvms_itself_made(c: &mut Ctx) {
     cluster_ready(c, "lvms").await;
 
     // Nothing recreated or wiped: every PV, VG and LV LVMS made, with its uuid and size; the
-    // thin pool only grows to its share of the VG (lvms's reading of sizePercent).
-    let state1 = lvm_state(c, "lvm-after").await;
+    // thin pool only grows to its share of the VG (lvms's reading of sizePercent), by LVMS's own
+    // test (int(pool / vg × 100) ≥ sizePercent), so no pass plans an extension again (LVMS's
+    // `-l 90%VG` left some pools a few extents short). Waited for: the LVMCluster's Ready is
+    // the one LVMS left until lvms's operator writes its own, which can come before
+    // lvms's vg-manager's first pass.
+    let vg_of = |state: &BTreeMap<String, String>| -> u64 {
+        state
+            .values()
+            .find_map(|v| v.strip_prefix("vg1 ")?.parse().ok())
+            .unwrap_or_else(|| panic!("no VG vg1 in {state:#?}"))
+    };
+    let started = std::time::Instant::now();
+    let mut looks = 0;
+    let state1 = loop {
+        looks += 1;
+        let state = lvm_state(c, &format!("lvm-after-{looks}")).await;
+        let (pool1, vg1) = (pool_size(&state), vg_of(&state));
+        if pool1 * 100 / vg1 >= 90 {
+            break state;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(180),
+            "the thin pool is {pool1} of a {vg1} VG: below its 90 % {:?} after lvms's install",
+            started.elapsed()
+        );
+        tokio::time::sleep(Duration::from_secs(5)).await;
+    };
     let (pool0, pool1) = (pool_size(&state0), pool_size(&state1));
     assert!(pool1 >= pool0, "the thin pool shrank: {pool0} → {pool1}");
-    // ... and has its share by LVMS's own test (int(pool / vg × 100) ≥ sizePercent), so no pass
-    // plans an extension again (LVMS's `-l 90%VG` left some pools a few extents short).
-    let vg1: u64 = state1
-        .values()
-        .find_map(|v| v.strip_prefix("vg1 ")?.parse().ok())
-        .unwrap_or_else(|| panic!("no VG vg1 in {state1:#?}"));
-    assert!(
-        pool1 * 100 / vg1 >= 90,
-        "the thin pool is {pool1} of a {vg1} VG: below its 90 % after lvms's passes"
-    );
     for (k, v) in &state0 {
         let now = state1.get(k).unwrap_or_else(|| {
             panic!("{k} ({v}) is gone after the swap:\nbefore {state0:#?}\nafter {state1:#?}")

@@ -129,9 +129,11 @@ pub fn verdict(node: &Node, now: Timestamp, grace: Duration) -> Verdict {
     } else {
         return match (record(node), ready(node)) {
             // Condition times have whole seconds: Ready within the record's second is after it
-            // (the record was made while the cache saw the node not Ready).
+            // (the record was made while the cache saw the node not Ready). A record dated
+            // after this clock's now cannot be compared (written by hand, or by a clock far
+            // ahead): on a Ready node it would otherwise stay forever.
             (Some(Ok(r)), Some((true, since)))
-                if since.is_some_and(|s| s.as_second() >= r.at.as_second()) =>
+                if r.at > now || since.is_some_and(|s| s.as_second() >= r.at.as_second()) =>
             {
                 Verdict::Back
             }
@@ -295,11 +297,23 @@ pub fn written_off_note(node: &str, new: &[WrittenOffVolume], trigger: Trigger) 
 }
 
 /// `lvms audit`'s findings for a Node's record: one per listed volume (the record's count says
-/// if the list was cut).
-pub fn written_off_findings(node: &str, r: &WrittenOff) -> Vec<Finding> {
-    let cut = r.count.saturating_sub(r.volumes.len() as u64);
-    r.volumes
+/// if the list was cut), at most [`RECORD_VOLUMES`] whatever the annotation holds. The record is
+/// an annotation anyone with Node write access can edit: a listed LogicalVolume that
+/// `live_on` (the node of a LogicalVolume of that name that exists now) places on another
+/// node was never written off here, so it is not reported as such; one finding names those.
+pub fn written_off_findings(
+    node: &str,
+    r: &WrittenOff,
+    live_on: impl Fn(&str) -> Option<String>,
+) -> Vec<Finding> {
+    let (elsewhere, here): (Vec<&WrittenOffVolume>, Vec<&WrittenOffVolume>) = r
+        .volumes
         .iter()
+        .take(RECORD_VOLUMES)
+        .partition(|v| live_on(&v.logical_volume).is_some_and(|n| n != node));
+    let cut = r.count.saturating_sub(r.volumes.len() as u64);
+    let mut out: Vec<Finding> = here
+        .into_iter()
         .map(|v| {
             let more = if cut > 0 {
                 format!(" ({cut} more written off with it are not listed: the operator's journal names them, `release-logical-volume` steps)")
@@ -323,7 +337,28 @@ pub fn written_off_findings(node: &str, r: &WrittenOff) -> Vec<Finding> {
             f.logical_volume = Some(v.logical_volume.clone());
             f
         })
-        .collect()
+        .collect();
+    if !elsewhere.is_empty() {
+        let names: Vec<String> = elsewhere
+            .iter()
+            .take(10)
+            .map(|v| {
+                let on = live_on(&v.logical_volume).unwrap_or_default();
+                format!("{} (on node {on})", v.logical_volume)
+            })
+            .collect();
+        out.push(Finding::new(
+            FindingKind::WrittenOff,
+            node,
+            format!(
+                "Node {node}'s annotation {WRITTEN_OFF_ANNOTATION} lists {} LogicalVolume(s) that live on other nodes, not written off here and not reported as such: {}{}. The annotation was edited by hand or copied from another Node; remove it once this node is Ready (`kubectl annotate node {node} {WRITTEN_OFF_ANNOTATION}-`)",
+                elsewhere.len(),
+                names.join(", "),
+                if elsewhere.len() > 10 { ", …" } else { "" }
+            ),
+        ));
+    }
+    out
 }
 
 /// A grace as its flag takes it (`0s`, `90s`, `5m`, `2h`, `500ms`).

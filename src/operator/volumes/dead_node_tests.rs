@@ -250,3 +250,68 @@ fn a_grace_reads_as_its_flag_takes_it() {
         assert_eq!(grace_text(Duration::from_millis(ms)), text);
     }
 }
+
+/// The record is an annotation: anyone who may edit the Node may write it. What lvms reads
+/// from it stays bounded and never reports another node's volume as written off here.
+#[test]
+fn a_hostile_record_is_bounded_and_never_blames_another_nodes_volume() {
+    // A record dated ahead of this clock on a Ready node goes (it could never be compared).
+    let mut ahead = written(0);
+    ahead["at"] = json!("2099-01-01T00:00:00Z");
+    assert_eq!(
+        verdict(
+            &node(false, false, Some(("True", 5000)), Some(ahead)),
+            now(),
+            GRACE
+        ),
+        Verdict::Back
+    );
+
+    // 5000 listed volumes, a count that says fewer, two of them live on node w2.
+    let vols: Vec<Value> = (0..5000)
+        .map(|i| json!({"logicalVolume": format!("pvc-{i:04}"), "deviceClass": "vg1", "size": "1Gi"}))
+        .collect();
+    let text =
+        json!({"at": ago(100), "trigger": "deleted", "count": 3, "volumes": vols}).to_string();
+    assert!(text.len() > 200_000, "as large as an annotation may be");
+    let n = node(
+        true,
+        false,
+        None,
+        Some(serde_json::from_str(&text).unwrap()),
+    );
+    let r = record(&n).unwrap().unwrap();
+    let live_on = |lv: &str| matches!(lv, "pvc-0000" | "pvc-0007").then(|| "w2".to_string());
+    let f = written_off_findings("w1", &r, live_on);
+    assert_eq!(f.len(), RECORD_VOLUMES - 2 + 1, "{:?}", f.last());
+    assert!(
+        f.iter()
+            .all(|x| x.logical_volume.as_deref() != Some("pvc-0000")
+                && x.logical_volume.as_deref() != Some("pvc-0007"))
+    );
+    let odd = f.last().unwrap();
+    assert!(
+        odd.detail
+            .contains("lists 2 LogicalVolume(s) that live on other nodes")
+            && odd.detail.contains("pvc-0000 (on node w2)")
+            && odd.detail.contains(&format!(
+                "kubectl annotate node w1 {WRITTEN_OFF_ANNOTATION}-"
+            )),
+        "{}",
+        odd.detail
+    );
+    // Its own volume, still there (the write-off's release not yet made): still reported.
+    let mine = written_off_findings("w1", &r, |lv| (lv == "pvc-0001").then(|| "w1".into()));
+    assert!(
+        mine.iter()
+            .any(|x| x.logical_volume.as_deref() == Some("pvc-0001"))
+    );
+
+    // The next write-off's record keeps at most RECORD_VOLUMES, whatever the earlier held,
+    // and its count never wraps.
+    let mut huge = r.clone();
+    huge.count = u64::MAX;
+    let next = merged(Some(&huge), &[vol("zzz")], Trigger::Deleted, now()).unwrap();
+    assert_eq!(next.volumes.len(), RECORD_VOLUMES);
+    assert_eq!(next.count, u64::MAX);
+}

@@ -5,7 +5,8 @@
 # extension is SIGKILLed after its lvextend and before its outcome (its exit status lands in
 # extend-kill-status; the next life replays). Records the pool's size before and after. Then the
 # writer goes on until the VG has nothing left to give and the pool is 95 % full: the `pool-full`
-# mark, on which the host asks for a new volume, which vg-manager must refuse (its log says so).
+# mark, on which the host checks the class's capacity, switches capacityFollowsUsage off and asks
+# for a new volume, which vg-manager must refuse (its log says so).
 #
 # Variables:   VG, POOL, vgm (node.sh's), JOB, GUEST_OUT
 # Functions:   fail, start (node.sh's; start sets vgm)
@@ -65,7 +66,7 @@ echo "LVMS-JOB-MARK $JOB pool-full" >/dev/console
 # The host's new volume, refused by vg-manager while the pool is this full.
 i=0
 until grep -q "new and larger thin volumes are refused" "$GUEST_OUT/vg-manager.log"; do
-  i=$((i + 1)); [ $i -gt 600 ] && fail "no volume refused 300 s after the pool-full mark" 26; sleep 0.5
+  i=$((i + 1)); [ $i -gt 1200 ] && fail "no volume refused 600 s after the pool-full mark" 26; sleep 0.5
 done
 grep "new and larger thin volumes are refused" "$GUEST_OUT/vg-manager.log" | head -1 >"$GUEST_OUT/refused.txt"
 lvremove -q -y "$VG/writer" || fail "lvremove of the writer's volume" 24
