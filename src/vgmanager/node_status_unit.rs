@@ -107,6 +107,17 @@ impl Unit for NodeStatusUnit {
         let current = self.current();
         // Only a write-skipping memo: unknown (poisoned) means write again, never skip.
         let last = self.last.lock().ok().and_then(|l| l.clone());
+        // This life's first write waits until every volume group run here has reported: until
+        // then the report is what it has not seen yet, and writing it would wipe what the
+        // node status says (a restart, or a swap from LVMS, showed no volume groups).
+        if last.is_none()
+            && let Err(waiting) = self.report.complete()
+        {
+            return Ok(Pass {
+                summary: format!("waiting for {waiting} to report before the first write"),
+                requeue_after: None,
+            });
+        }
         let uid = match decide(current.as_deref(), last.as_ref(), &entries) {
             Write::UpToDate => return Ok(reported),
             // The watch on this node's status wakes us when the operator creates it.

@@ -43,6 +43,8 @@ pub struct Registry {
     pub spec_for: SpecFor,
     /// VG name → its actor's trigger (the WatchHub bumps them all on LVMVolumeGroup events).
     pub triggers: Arc<Mutex<BTreeMap<String, Trigger>>>,
+    /// Told which volume groups run here, so the node status waits for each to report.
+    pub report: super::node_report::NodeReport,
 }
 
 impl Unit for Registry {
@@ -81,6 +83,7 @@ impl Unit for Registry {
                 let _ = sup.send_message(SupervisorMsg::Start((self.spec_for)(name, t)));
             }
         }
+        self.report.expect(&wanted);
         let gone: Vec<String> = triggers
             .keys()
             .filter(|n| !wanted.contains(*n))

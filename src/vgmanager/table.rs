@@ -184,6 +184,7 @@ impl VgUnit {
                     supervisor: deps.supervisor.clone(),
                     spec_for: volume_group_spec(wiring, &ctx),
                     triggers: triggers.volume_groups.clone(),
+                    report: ctx.report.clone(),
                 },
             ),
             VgUnit::VolumeGroup => return None,

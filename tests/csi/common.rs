@@ -162,6 +162,17 @@ impl ThickNode {
         Api::all(self.s.client.clone())
     }
 
+    /// Whether no LogicalVolume names node-a now (`None`: the list failed, which says nothing).
+    pub async fn none_on_node(&self) -> Option<bool> {
+        let lvs = self
+            .logical_volumes()
+            .list(&kube::api::ListParams::default())
+            .await
+            .ok()?
+            .items;
+        Some(lvs.iter().all(|l| l.spec.node_name != NODE))
+    }
+
     /// An upstream sidecar on the operator's CSI socket, with the control plane's kubeconfig.
     pub fn sidecar(&self, name: &str, args: &[&str]) -> lvms_testkit::dev::csi_peers::Sidecar {
         self.sidecar_env(name, args, &[])

@@ -69,6 +69,16 @@ async fn set_taints(client: &kube::Client, taints: Value) {
         .expect("node-a's taints");
 }
 
+async fn node_uid(client: &kube::Client) -> String {
+    Api::<Node>::all(client.clone())
+        .get(NODE)
+        .await
+        .expect("node-a")
+        .metadata
+        .uid
+        .expect("a uid")
+}
+
 fn bound_volume(c: &PersistentVolumeClaim) -> Option<String> {
     (c.status.as_ref()?.phase.as_deref() == Some("Bound"))
         .then(|| c.spec.as_ref()?.volume_name.clone())
@@ -88,13 +98,7 @@ async fn a_dead_node_is_written_off_after_its_grace_and_its_leftovers_are_found_
     let pvs: Api<PersistentVolume> = Api::all(client.clone());
     let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
     set_ready(&client, "True").await;
-    let uid = Api::<Node>::all(client.clone())
-        .get(NODE)
-        .await
-        .expect("node-a")
-        .metadata
-        .uid
-        .expect("a uid");
+    let uid = node_uid(&client).await;
 
     // Two claims bound on node-a; a Pod on node-a mounts one.
     for c in ["data", "idle"] {
@@ -198,19 +202,14 @@ async fn a_dead_node_is_written_off_after_its_grace_and_its_leftovers_are_found_
         let claims = pvcs.list(&ListParams::default()).await.ok()?.items;
         let pod = pods.get_opt("app").await.ok()?;
         let pv_left = pvs.list(&ListParams::default()).await.ok()?.items;
-        let lvs = n
-            .logical_volumes()
-            .list(&ListParams::default())
-            .await
-            .ok()?
-            .items;
+        let none_on_a = n.none_on_node().await?;
         (claims.is_empty()
             && pod.is_none()
             && !pv_left
                 .iter()
                 .any(|p| bound.contains(p.metadata.name.as_ref().unwrap()))
-            && lvs.iter().all(|l| l.spec.node_name != NODE))
-        .then_some(())
+            && none_on_a)
+            .then_some(())
     })
     .await;
     assert!(
@@ -392,13 +391,7 @@ async fn a_write_off_killed_at_random_moments_converges_with_each_warning_once()
     let ns = n.s.ns.name.clone();
     let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), &ns);
     set_ready(&client, "True").await;
-    let uid = Api::<Node>::all(client.clone())
-        .get(NODE)
-        .await
-        .expect("node-a")
-        .metadata
-        .uid
-        .expect("a uid");
+    let uid = node_uid(&client).await;
     let names = ["k1", "k2", "k3"];
     for c in names {
         pvcs.create(&PostParams::default(), &claim(c, &n.class))
@@ -438,13 +431,7 @@ async fn a_write_off_killed_at_random_moments_converges_with_each_warning_once()
     }
     let gone = eventually(SLOW, || async {
         let claims = pvcs.list(&ListParams::default()).await.ok()?.items;
-        let lvs = n
-            .logical_volumes()
-            .list(&ListParams::default())
-            .await
-            .ok()?
-            .items;
-        (claims.is_empty() && lvs.iter().all(|l| l.spec.node_name != NODE)).then_some(())
+        (claims.is_empty() && n.none_on_node().await?).then_some(())
     })
     .await;
     assert!(

@@ -326,18 +326,7 @@ async fn claims_pvs_and_a_deleted_node_are_looked_after_as_lvms_and_topolvm_do()
             .collect::<Vec<_>>())
     );
     // ... and no LogicalVolume of node-a is left holding a finalizer nobody will remove.
-    let lvs_gone = eventually(SLOW, || async {
-        let left = n
-            .logical_volumes()
-            .list(&ListParams::default())
-            .await
-            .ok()?
-            .items;
-        left.iter()
-            .all(|lv| lv.spec.node_name != NODE)
-            .then_some(())
-    })
-    .await;
+    let lvs_gone = eventually(SLOW, || async { n.none_on_node().await?.then_some(()) }).await;
     assert!(lvs_gone.is_some(), "LogicalVolumes of node-a stayed");
 
     // The journal tells it: one finalizer removal for node-a, nothing left open.
@@ -468,14 +457,7 @@ async fn operator_killed_at_each_helper_fault_point_reports_once_and_still_finis
     let gone = eventually(SLOW, || async {
         let node = Api::<Node>::all(client.clone()).get_opt(NODE).await.ok()?;
         let claim = pvcs.get_opt("on-a").await.ok()?;
-        let lvs = n
-            .logical_volumes()
-            .list(&ListParams::default())
-            .await
-            .ok()?
-            .items;
-        (node.is_none() && claim.is_none() && lvs.iter().all(|l| l.spec.node_name != NODE))
-            .then_some(())
+        (node.is_none() && claim.is_none() && n.none_on_node().await?).then_some(())
     })
     .await;
     assert!(

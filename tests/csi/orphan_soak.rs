@@ -122,6 +122,25 @@ impl Drop for HeldVgLock {
     }
 }
 
+/// `lvms audit --now` again until it names exactly `want` (this scenario's findings); the last
+/// report if it never does within `within`.
+async fn audit_until(
+    n: &ThickNode,
+    ours: &BTreeSet<String>,
+    want: &Expect,
+    within: Duration,
+) -> Result<(), serde_json::Value> {
+    let seen = lvms_testkit::eventually(within, || async {
+        let (found, _) = n.audit(true, |x| ours.contains(x));
+        (found.into_iter().collect::<Expect>() == *want).then_some(())
+    })
+    .await;
+    match seen {
+        Some(()) => Ok(()),
+        None => Err(n.audit(true, |x| ours.contains(x)).1),
+    }
+}
+
 fn died(n: &mut ThickNode, point: &str) {
     let vgm = n.vgm.as_mut().expect("vg-manager");
     let status = vgm
@@ -292,17 +311,11 @@ async fn orphan_soak_seeded_orphans_are_audited_exactly_and_repaired_by_policy()
                     .collect();
                 held.insert(("half-finished".into(), name.clone()));
                 held.insert(("unreadable-vg".into(), class.clone()));
-                let seen = lvms_testkit::eventually(Duration::from_secs(90), || async {
-                    let (found, _) = n.audit(true, |x| ours.contains(x));
-                    let found: Expect = found.into_iter().collect();
-                    (found == held).then_some(())
-                })
-                .await;
-                assert!(
-                    seen.is_some(),
-                    "seed {seed} cycle {cycle}: while the lock is held, expected {held:?}, found {:#}",
-                    n.audit(true, |x| ours.contains(x)).1
-                );
+                if let Err(found) = audit_until(&n, &ours, &held, Duration::from_secs(90)).await {
+                    panic!(
+                        "seed {seed} cycle {cycle}: while the lock is held, expected {held:?}, found {found:#}"
+                    );
+                }
                 // Released: replay closes the step and the claim is made after all (the
                 // provisioner's retry, the same request).
                 drop(lock);
@@ -367,17 +380,9 @@ async fn orphan_soak_seeded_orphans_are_audited_exactly_and_repaired_by_policy()
         .filter(|(k, x)| !(k == "leaked-lv" && repairable.contains(x)))
         .cloned()
         .collect();
-    let repaired = lvms_testkit::eventually(Duration::from_secs(60), || async {
-        let (found, _) = n.audit(true, |x| ours.contains(x));
-        let found: Expect = found.into_iter().collect();
-        (found == after_repair).then_some(())
-    })
-    .await;
-    assert!(
-        repaired.is_some(),
-        "seed {seed}: after the repair {:?}, expected {after_repair:?}",
-        n.audit(true, |x| ours.contains(x)).0
-    );
+    if let Err(found) = audit_until(&n, &ours, &after_repair, Duration::from_secs(60)).await {
+        panic!("seed {seed}: after the repair {found:#}, expected {after_repair:?}");
+    }
     let on_disk = n.lvs();
     for lv in before.keys() {
         assert_eq!(
@@ -405,17 +410,9 @@ async fn orphan_soak_seeded_orphans_are_audited_exactly_and_repaired_by_policy()
     for id in &missing {
         delete_until_ok(n.controller().await, id.clone()).await;
     }
-    let clean = lvms_testkit::eventually(Duration::from_secs(60), || async {
-        let (found, _) = n.audit(true, |x| ours.contains(x));
-        let found: Expect = found.into_iter().collect();
-        found.is_empty().then_some(())
-    })
-    .await;
-    assert!(
-        clean.is_some(),
-        "seed {seed}: left after the advice: {:?}",
-        n.audit(true, |x| ours.contains(x)).0
-    );
+    if let Err(found) = audit_until(&n, &ours, &Expect::new(), Duration::from_secs(60)).await {
+        panic!("seed {seed}: left after the advice: {found:#}");
+    }
     for (_, id) in &stale_pvs {
         assert!(!n.lvs().contains_key(id), "seed {seed}: {id} stayed");
     }
