@@ -281,12 +281,14 @@ async fn a_dead_node_is_written_off_after_its_grace_and_its_leftovers_are_found_
         "the record stayed on node-a:\n{}",
         lvms_testkit::process::tail(&n.op.log_text(), 30)
     );
-    assert_eq!(
-        node_events(&client, &uid, "WrittenOffVolumesOnDisk")
-            .await
-            .len(),
-        1
-    );
+    // The Event goes out with the step's outcome, after the record's removal: waited for.
+    let back = eventually(SLOW, || async {
+        let e = node_events(&client, &uid, "WrittenOffVolumesOnDisk").await;
+        (!e.is_empty()).then_some(e)
+    })
+    .await
+    .expect("no WrittenOffVolumesOnDisk Warning");
+    assert_eq!(back.len(), 1, "{back:?}");
     let leaked: Vec<(String, String)> = lv_ids
         .iter()
         .map(|id| ("leaked-lv".to_string(), id.clone()))
