@@ -283,6 +283,12 @@ impl ThickNode {
         (found, a)
     }
 
+    /// The operator SIGKILLed and started again, as it was started (no env, no flags).
+    pub fn restart_operator(&mut self) {
+        self.op.kill();
+        self.op = self.s.operator(&[], &[]);
+    }
+
     pub fn restart_vg_manager(&mut self, env: &[(&str, &str)]) {
         self.stop_vg_manager();
         self.vgm = Some(self.s.vg_manager(NODE, env));

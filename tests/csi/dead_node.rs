@@ -69,6 +69,16 @@ async fn set_taints(client: &kube::Client, taints: Value) {
         .expect("node-a's taints");
 }
 
+/// node-a without its written-off record, within [`SLOW`].
+async fn record_gone(client: &kube::Client) -> Option<()> {
+    eventually(SLOW, || async {
+        let node = Api::<Node>::all(client.clone()).get(NODE).await.ok()?;
+        let a = node.metadata.annotations.unwrap_or_default();
+        (!a.contains_key("lvms.topolvm.io/written-off")).then_some(())
+    })
+    .await
+}
+
 async fn node_uid(client: &kube::Client) -> String {
     Api::<Node>::all(client.clone())
         .get(NODE)
@@ -270,12 +280,7 @@ async fn a_dead_node_is_written_off_after_its_grace_and_its_leftovers_are_found_
     set_taints(&client, json!(null)).await;
     set_ready(&client, "True").await;
     n.restart_vg_manager(&[]);
-    let forgotten = eventually(SLOW, || async {
-        let node = Api::<Node>::all(client.clone()).get(NODE).await.ok()?;
-        let a = node.metadata.annotations.unwrap_or_default();
-        (!a.contains_key("lvms.topolvm.io/written-off")).then_some(())
-    })
-    .await;
+    let forgotten = record_gone(&client).await;
     assert!(
         forgotten.is_some(),
         "the record stayed on node-a:\n{}",
@@ -428,8 +433,7 @@ async fn a_write_off_killed_at_random_moments_converges_with_each_warning_once()
     .await;
     for ms in kill_at_random("write-off") {
         tokio::time::sleep(Duration::from_millis(ms)).await;
-        n.op.kill();
-        n.op = n.s.operator(&[], &[]);
+        n.restart_operator();
     }
     let gone = eventually(SLOW, || async {
         let claims = pvcs.list(&ListParams::default()).await.ok()?.items;
@@ -465,15 +469,9 @@ async fn a_write_off_killed_at_random_moments_converges_with_each_warning_once()
     set_ready(&client, "True").await;
     for ms in kill_at_random("back") {
         tokio::time::sleep(Duration::from_millis(ms)).await;
-        n.op.kill();
-        n.op = n.s.operator(&[], &[]);
+        n.restart_operator();
     }
-    let forgotten = eventually(SLOW, || async {
-        let node = Api::<Node>::all(client.clone()).get(NODE).await.ok()?;
-        let a = node.metadata.annotations.unwrap_or_default();
-        (!a.contains_key("lvms.topolvm.io/written-off")).then_some(())
-    })
-    .await;
+    let forgotten = record_gone(&client).await;
     assert!(forgotten.is_some(), "seed {seed}: the record stayed");
     let back = eventually(SLOW, || async {
         let w = node_events(&client, &uid, "WrittenOffVolumesOnDisk").await;

@@ -122,6 +122,16 @@ impl Drop for HeldVgLock {
     }
 }
 
+/// Whether vg-manager's journal has no open intent within `within`.
+async fn no_open_intents(n: &ThickNode, within: Duration) -> bool {
+    lvms_testkit::eventually(within, || async {
+        let j = Journal::open_copy(n.s.vg_manager_journal(NODE)).ok()?;
+        j.open_intents().ok()?.is_empty().then_some(())
+    })
+    .await
+    .is_some()
+}
+
 /// `lvms audit --now` again until it names exactly `want` (this scenario's findings); the last
 /// report if it never does within `within`.
 async fn audit_until(
@@ -220,13 +230,8 @@ async fn orphan_soak_seeded_orphans_are_audited_exactly_and_repaired_by_policy()
                 // The LV is there if the kill came after lvcreate ran (the LV is named by the
                 // LogicalVolume's uid); then the journal holds the lvcreate and the audit
                 // must name it. Before: replay finds no LogicalVolume and makes nothing.
-                let settled = lvms_testkit::eventually(Duration::from_secs(30), || async {
-                    let j = Journal::open_copy(n.s.vg_manager_journal(NODE)).ok()?;
-                    j.open_intents().ok()?.is_empty().then_some(())
-                })
-                .await;
                 assert!(
-                    settled.is_some(),
+                    no_open_intents(&n, Duration::from_secs(30)).await,
                     "seed {seed} cycle {cycle}: intents stay open"
                 );
                 let on_disk = n.lvs().contains_key(&uid);
@@ -324,13 +329,8 @@ async fn orphan_soak_seeded_orphans_are_audited_exactly_and_repaired_by_policy()
                     create_request(&name, 16 * MIB, &class),
                 )
                 .await;
-                let settled = lvms_testkit::eventually(Duration::from_secs(60), || async {
-                    let j = Journal::open_copy(n.s.vg_manager_journal(NODE)).ok()?;
-                    j.open_intents().ok()?.is_empty().then_some(())
-                })
-                .await;
                 assert!(
-                    settled.is_some(),
+                    no_open_intents(&n, Duration::from_secs(60)).await,
                     "seed {seed} cycle {cycle}: intents stay open"
                 );
                 assert!(
