@@ -234,20 +234,15 @@ impl AuditUnit {
         let (open, unreadable) = journal.open_intents_checked().map_err(UnitError::journal)?;
         let (facts, skipped) = journal_facts(journal.iter(), &open);
         let after = self.read_classes().await?;
-        // A class unread in either look is unseen in both.
+        // A class unread in either look is reported once; its LVs' findings cannot be in both
+        // looks, so the intersection below already leaves them out.
         let mut unread = before.unread;
         for u in after.unread {
             if !unread.iter().any(|x| x.class == u.class) {
                 unread.push(u);
             }
         }
-        let seen_in_both = |classes: Vec<(String, String, bool, Vec<Lv>)>| {
-            classes
-                .into_iter()
-                .filter(|(class, ..)| !unread.iter().any(|u| &u.class == class))
-                .collect::<Vec<_>>()
-        };
-        let (before, after) = (seen_in_both(before.seen), seen_in_both(after.seen));
+        let (before, after) = (before.seen, after.seen);
         let now = journal.config().clock.now_ms();
         let open_after = self.config.open_after.as_millis() as u64;
         let find = |classes: &[(String, String, bool, Vec<Lv>)]| {
