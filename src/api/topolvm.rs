@@ -46,12 +46,31 @@ pub const LV_TAG: &str = "lvms-volume";
 
 /// The annotation carrying a device class's capacity (empty class: the default one).
 pub fn capacity_annotation(device_class: &str) -> String {
+    class_key(CAPACITY_ANNOTATION_PREFIX, device_class)
+}
+
+/// lvms's Node annotation prefix, beside the capacity ones: the real use of a class's thin pool
+/// where the class's capacity follows it (`capacityFollowsUsage`), so that the controller's
+/// refusal of a claim can name it (`pool-usage.lvms.topolvm.io/<class>`).
+pub const POOL_USAGE_ANNOTATION_PREFIX: &str = "pool-usage.lvms.topolvm.io/";
+
+/// The pool-usage annotation of `device_class` (empty: the default class), keyed as capacity's.
+pub fn pool_usage_annotation(device_class: &str) -> String {
+    class_key(POOL_USAGE_ANNOTATION_PREFIX, device_class)
+}
+
+/// Whether vg-manager publishes annotation `key` on its Node (capacity or pool usage).
+pub fn is_node_capacity_key(key: &str) -> bool {
+    key.starts_with(CAPACITY_ANNOTATION_PREFIX) || key.starts_with(POOL_USAGE_ANNOTATION_PREFIX)
+}
+
+fn class_key(prefix: &str, device_class: &str) -> String {
     let class = if device_class.is_empty() {
         DEFAULT_CLASS_ANNOTATION
     } else {
         device_class
     };
-    format!("{CAPACITY_ANNOTATION_PREFIX}{class}")
+    format!("{prefix}{class}")
 }
 
 #[cfg(test)]

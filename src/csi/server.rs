@@ -2,6 +2,7 @@
 //! first; the socket is removed again when serving stops).
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use anyhow::Context as _;
 use tokio::net::UnixListener;
@@ -54,14 +55,30 @@ impl Drop for Serving {
     }
 }
 
+/// How long a stopping server lets its calls in flight finish: inside the 30 s a Pod is given
+/// to stop by default, with time left to stop the units and flush the journal. A call cut short
+/// is retried by its caller, but not when the caller's driver is going away for good (an
+/// uninstall): kubelet's NodeUnpublishVolume must then finish here, or its gate stays.
+pub const DRAIN: Duration = Duration::from_secs(20);
+
+/// The drain of a server whose calls another answers (a replica that lost its lease) or that
+/// are instant (kubelet's plugin registration).
+pub const BRIEF_DRAIN: Duration = Duration::from_secs(2);
+
 impl Serving {
-    /// Stop accepting calls and wait for the server (calls in flight are dropped: every RPC
-    /// is retried by its caller, and its journaled writes are replayed).
-    pub async fn stop(mut self) {
+    /// Stop accepting calls, let those in flight finish for up to `drain` (tonic's graceful
+    /// shutdown: GOAWAY, then each open stream to its end), then end the server. A call still
+    /// running after that is dropped: its caller retries it and its journaled steps replay.
+    pub async fn stop(mut self, drain: Duration) {
         if let Some(tx) = self.stop.take() {
             let _ = tx.send(());
         }
-        let _ = tokio::time::timeout(std::time::Duration::from_secs(2), &mut self.task).await;
+        if tokio::time::timeout(drain, &mut self.task).await.is_err() {
+            tracing::warn!(
+                drain_secs = drain.as_secs(),
+                "CSI calls still in flight after the drain: dropped (their callers retry them)"
+            );
+        }
         self.task.abort();
     }
 }

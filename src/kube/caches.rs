@@ -542,7 +542,7 @@ fn strip_node(node: &mut Node) {
         ..NodeStatus::default()
     });
     keep_annotations(&mut node.metadata, |k| {
-        k.starts_with(crate::api::topolvm::CAPACITY_ANNOTATION_PREFIX)
+        crate::api::topolvm::is_node_capacity_key(k)
             || k == crate::api::topolvm::WRITTEN_OFF_ANNOTATION
     });
 }

@@ -162,7 +162,11 @@ pub async fn run(
     let lost = super::leader::lost(leadership.as_mut());
     let exit = core.serve_until(&mut tree, shutdown, lost).await;
     csi_live.abort();
-    csi.stop().await;
+    csi.stop(match exit {
+        Exit::Other => crate::csi::server::BRIEF_DRAIN,
+        _ => crate::csi::server::DRAIN,
+    })
+    .await;
     volumes_task.abort();
     core.stop(tree).await;
     if exit == Exit::Other {

@@ -8,7 +8,7 @@ use lvms_actors::{Action, Done, Pass, Replayed, Steps, Unit, UnitError};
 use lvms_journal::Intent;
 
 use super::context::NodeCtx;
-use super::node_volumes::NodeReads;
+use super::node_volumes::{NodeReads, sweep_idle_gates};
 use crate::csi::node::actions::{NodeAction, NodeStep, UNIT};
 use crate::csi::node::mountinfo;
 use crate::node::volume::gate;
@@ -33,9 +33,15 @@ impl Unit for CsiNodeUnit {
         true
     }
 
-    async fn reconcile(&self, _steps: &Steps) -> Result<Pass, UnitError> {
+    /// After replay: the gates a stop left idle go (see [`sweep_idle_gates`]).
+    async fn reconcile(&self, steps: &Steps) -> Result<Pass, UnitError> {
+        let removed = sweep_idle_gates(&self.ctx, steps).await.map_err(unit_err)?;
         Ok(Pass {
-            summary: "serving the CSI node service".into(),
+            summary: if removed.is_empty() {
+                "serving the CSI node service".into()
+            } else {
+                format!("removed idle gates {}", removed.join(", "))
+            },
             requeue_after: None,
         })
     }

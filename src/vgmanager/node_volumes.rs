@@ -215,6 +215,50 @@ impl NodeReads<'_> {
     }
 }
 
+/// Removes every gate nothing holds and nothing mounts ([`gate::idle`]), each a journaled
+/// `gate-remove` (`steps`) like NodeUnpublishVolume's; returns their names. Under the gate lock,
+/// which every publish, unpublish, expansion and group hold takes for its whole length, an idle
+/// gate is never one being made or used: it is what a stop between an unmount and the gate's
+/// removal left. kubelet's retried NodeUnpublishVolume would remove it, but none comes after an
+/// uninstall, and the LV under it could not be removed.
+pub async fn sweep_idle_gates(ctx: &NodeCtx, steps: &Steps) -> Result<Vec<String>, CsiError> {
+    let _gates = ctx.gate_lock.lock().await;
+    let reads = NodeReads { ctx };
+    let devices = reads.dm_devices().await?;
+    let idle = gate::idle(&devices);
+    if idle.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mounts = reads.mounts().await?;
+    let mut removed = Vec::new();
+    for g in idle {
+        let Some(volume_id) = gate::volume_of(&g.name) else {
+            continue;
+        };
+        let number = reads.device_number(&gate::path(volume_id)).await?;
+        if mounts.iter().any(|m| m.device == number) {
+            continue;
+        }
+        let step = NodeStep::GateRemove {
+            gate: g.name.clone(),
+        }
+        .spec(volume_id);
+        steps
+            .run(step, || async {
+                ctx.host
+                    .run(&gate::remove_argv(&g.name), &[])
+                    .await
+                    .map_err(|e| UnitError::retryable("NodeCommandFailed", e.to_string()))?;
+                info!(volume = %volume_id, gate = %g.name, "idle gate removed");
+                Ok(Done::default())
+            })
+            .await
+            .map_err(csi_error)?;
+        removed.push(g.name.clone());
+    }
+    Ok(removed)
+}
+
 impl HostVolumes {
     fn reads(&self) -> NodeReads<'_> {
         NodeReads { ctx: &self.ctx }
@@ -491,6 +535,11 @@ impl HostVolumes {
                     format!("target_path {target}: {e}"),
                 )
             })
+    }
+
+    /// [`sweep_idle_gates`] with this service's steps (at a stop, once the socket drained).
+    pub async fn sweep_idle_gates(&self) -> Result<Vec<String>, CsiError> {
+        sweep_idle_gates(&self.ctx, &self.steps()).await
     }
 
     /// Whether any mount on this node is of the volume's gate.

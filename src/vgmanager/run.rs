@@ -15,7 +15,7 @@ use kube::Client;
 use kube::runtime::reflector::Store;
 use lvms_actors::RestartPolicy;
 use lvms_journal::{Journal, JournalConfig};
-use tracing::info;
+use tracing::{info, warn};
 
 use super::context::NodeCtx;
 use super::events::EventTargets;
@@ -146,7 +146,11 @@ pub async fn run(
     // Set once, here: it cannot be set already.
     let _ = deps.supervisor.set(tree.supervisor.clone());
     triggers.of(VgUnit::Registry).bump("supervisor up");
-    let csi = serve_csi(&cfg, &core, &deps)?;
+    let volumes = Arc::new(super::node_volumes::HostVolumes {
+        ctx: deps.ctx.clone(),
+        journal: core.journal.clone(),
+    });
+    let csi = serve_csi(&cfg, &core, volumes.clone())?;
     let csi_live = core.probe_csi(cfg.csi_node_socket.clone(), cfg.csi_probe_interval);
     // As LVMS: not ready until kubelet has registered the driver (when this process does it).
     let registration = match &cfg.registration {
@@ -161,9 +165,11 @@ pub async fn run(
     csi_live.abort();
     if let Some((r, task)) = registration {
         task.abort();
-        r.stop().await;
+        r.stop(crate::csi::server::BRIEF_DRAIN).await;
     }
-    csi.stop().await;
+    // Drained before the units stop: a NodeUnpublishVolume in flight takes its gate down.
+    csi.stop(crate::csi::server::DRAIN).await;
+    sweep_idle_gates(&volumes, "stop").await;
     core.stop(tree).await;
     Ok(())
 }
@@ -201,7 +207,7 @@ fn node_ctx(
 fn serve_csi(
     cfg: &Config,
     core: &ProcessCore,
-    deps: &UnitDeps,
+    volumes: Arc<super::node_volumes::HostVolumes>,
 ) -> anyhow::Result<crate::csi::server::Serving> {
     let supervision = core.diag.supervision.clone();
     crate::csi::node::service::serve(
@@ -211,11 +217,19 @@ fn serve_csi(
             supervision.check().map_err(|e| e.to_string())?;
             Ok(true)
         }),
-        Arc::new(super::node_volumes::HostVolumes {
-            ctx: deps.ctx.clone(),
-            journal: core.journal.clone(),
-        }),
+        volumes,
     )
+}
+
+/// Gates left idle by a stop between an unmount and the gate's removal
+/// ([`super::node_volumes::sweep_idle_gates`]); the csi-node unit sweeps at each start, this is
+/// the stop's. A failure is logged: kubelet's retried unpublish still removes them.
+async fn sweep_idle_gates(volumes: &super::node_volumes::HostVolumes, when: &'static str) {
+    match volumes.sweep_idle_gates().await {
+        Ok(gates) if gates.is_empty() => {}
+        Ok(gates) => info!(?gates, when, "idle gates removed"),
+        Err(e) => warn!(error = %e.message, when, "could not sweep idle gates"),
+    }
 }
 
 /// kubelet's plugin registration, and `/readyz` following its verdict.

@@ -21,7 +21,7 @@ use tracing::warn;
 
 use super::context::{NodeCtx, cmd_err, host_err};
 use crate::api::quantity::format_binary;
-use crate::api::topolvm::{CAPACITY_ANNOTATION_PREFIX, CREATED_BY_LABEL, NODE_FINALIZER};
+use crate::api::topolvm::{CREATED_BY_LABEL, NODE_FINALIZER, is_node_capacity_key};
 use crate::api::{LOGICAL_VOLUME_FINALIZER, LogicalVolume};
 use crate::kube::apply::unit_error;
 use crate::node::lvmd_config::{LvmdConfig, LvmdDeviceClass};
@@ -562,7 +562,7 @@ impl VolumesUnit {
             .annotations
             .iter()
             .flatten()
-            .filter(|(k, _)| k.starts_with(CAPACITY_ANNOTATION_PREFIX))
+            .filter(|(k, _)| is_node_capacity_key(k))
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
         let seen: BTreeMap<String, ClassObservation> = observed
@@ -590,11 +590,13 @@ impl VolumesUnit {
             .iter()
             .filter(|c| !seen.contains_key(&c.name))
             .flat_map(|c| {
-                let mut keys = vec![crate::api::topolvm::capacity_annotation(&c.name)];
-                if c.default {
-                    keys.push(crate::api::topolvm::capacity_annotation(""));
-                }
-                keys
+                let names = std::iter::once(c.name.as_str()).chain(c.default.then_some(""));
+                names.flat_map(|n| {
+                    [
+                        crate::api::topolvm::capacity_annotation(n),
+                        crate::api::topolvm::pool_usage_annotation(n),
+                    ]
+                })
             })
             .collect();
         for k in &unread {

@@ -329,7 +329,8 @@ fn crash_host(h: HostCtx<'_>) -> futures::future::BoxFuture<'_, ()> {
 /// SIGKILL of vg-manager after mkfs and before the format's outcome, and after the mount and
 /// before its outcome: after each restart kubelet's retried publish succeeds, the device was
 /// formatted once (same filesystem UUID), the target is mounted once, the data written before
-/// the second kill is there, and replay closed each open intent as already done.
+/// the second kill is there, and replay closed each open intent as already done. Then a SIGKILL
+/// after an unmount whose unpublish is never retried: the next start removes the idle gate.
 pub async fn sigkill_after_format_or_mount_never_formats_twice_or_mounts_twice(ctx: Ctx) {
     let vg = format!("k{}", std::process::id());
     let r = run_thin_csi(
@@ -409,5 +410,33 @@ pub async fn sigkill_after_format_or_mount_never_formats_twice_or_mounts_twice(c
         "one mount per publish that mounted: {intents:#?}"
     );
     assert_eq!(verdict(mounts[1].seq), Some(Some("already-done".into())));
+
+    // Killed after an unmount, no retry: the gate stayed, idle, until the next start's sweep.
+    assert_eq!(out.read("status-unmount").trim(), "137");
+    assert_eq!(out.read("mounts-killed-unmount").trim(), "0");
+    assert_eq!(
+        out.read("gates-killed-unmount").trim(),
+        "1",
+        "the kill left the gate"
+    );
+    let unmounts = of("unmount");
+    let killed = unmounts
+        .iter()
+        .find(|r| verdict(r.seq) == Some(Some("already-done".into())))
+        .unwrap_or_else(|| panic!("no unmount replayed as already done: {unmounts:#?}"));
+    let swept = of("gate-remove")
+        .into_iter()
+        .filter(|r| r.seq > killed.seq)
+        .collect::<Vec<_>>();
+    assert_eq!(
+        swept.len(),
+        1,
+        "one removal of the idle gate after the killed unmount: {intents:#?}"
+    );
+    assert_eq!(
+        verdict(swept[0].seq),
+        Some(None),
+        "the removal was taken by the sweep, not replayed"
+    );
     assert!(j.open_intents().expect("open intents").is_empty());
 }

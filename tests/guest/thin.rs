@@ -64,7 +64,8 @@ fn nudge_while_writing(h: HostCtx<'_>) -> futures::future::BoxFuture<'_, ()> {
 
 /// [`nudge_while_writing`], and once the guest marks `pool-full` (the VG has nothing left for
 /// the pool and it is 95 % full): with `capacityFollowsUsage`, the class publishes no capacity
-/// and the controller refuses a new volume for it; then, the class switched back to TopoLVM's
+/// and the controller refuses a new volume for it, naming the pool's real use (published beside
+/// the capacity); then, the class switched back to TopoLVM's
 /// formula (the published capacity is GiBs again), the node itself refuses it,
 /// ResourceExhausted, with a message naming the pool's real use, rather than making it and
 /// leaving it to fail writes.
@@ -104,6 +105,12 @@ fn nudge_and_ask_when_full(h: HostCtx<'_>) -> futures::future::BoxFuture<'_, ()>
                 .await
                 .expect_err("a volume where the class publishes no capacity");
             assert_eq!(err.code(), tonic::Code::ResourceExhausted, "{err:?}");
+            assert!(
+                err.message().contains("% full (data)")
+                    && err.message().contains("capacityFollowsUsage"),
+                "the controller's refusal names the pool's real use: {}",
+                err.message()
+            );
             println!(
                 "thin-autoextend: capacity 0 at 95 % full; refused: {}",
                 err.message()

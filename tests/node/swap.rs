@@ -533,6 +533,25 @@ pub async fn lvms_takes_over_what_lvms_itself_made(c: &mut Ctx) {
 }
 
 pub async fn lvms_itself_takes_them_back(c: &mut Ctx) {
+    // As docs/migrate-from-lvms.md says: the Pods lvms mounted are gone (the scenario deleted
+    // them), and their gates with them. A deleted Pod can leave the API before kubelet's
+    // NodeUnpublishVolume ends; the user waits for the gates, here as there.
+    let started = std::time::Instant::now();
+    loop {
+        let gates = c
+            .on_node("gates-before", "dmsetup ls | grep -c ^lvms- || true")
+            .await;
+        if gates.trim() == "0" {
+            break;
+        }
+        assert!(
+            started.elapsed() < SLOW,
+            "{} gates still there {:?} after the Pods went",
+            gates.trim(),
+            started.elapsed()
+        );
+        tokio::time::sleep(Duration::from_secs(5)).await;
+    }
     // lvms goes: helm uninstall, and the DaemonSet its operator made.
     helm(c, "uninstall", &[]);
     let ds: Api<k8s_openapi::api::apps::v1::DaemonSet> = Api::namespaced(c.client.clone(), LVMS_NS);

@@ -12,7 +12,7 @@ pub struct NodeCapacity {
     pub name: String,
     /// The node's `topology.topolvm.io/node` label (set by kubelet from NodeGetInfo).
     pub topology: Option<String>,
-    /// `capacity.topolvm.io/*` annotations only.
+    /// `capacity.topolvm.io/*` and `pool-usage.lvms.topolvm.io/*` annotations only.
     pub capacity: BTreeMap<String, String>,
 }
 
@@ -29,9 +29,7 @@ impl NodeCapacity {
             capacity: annotations
                 .map(|a| {
                     a.iter()
-                        .filter(|(k, _)| {
-                            k.starts_with(crate::csi::names::CAPACITY_ANNOTATION_PREFIX)
-                        })
+                        .filter(|(k, _)| crate::api::topolvm::is_node_capacity_key(k))
                         .map(|(k, v)| (k.clone(), v.clone()))
                         .collect()
                 })
@@ -45,6 +43,18 @@ impl NodeCapacity {
         self.capacity
             .get(&capacity_annotation(device_class))
             .and_then(|v| v.parse::<i64>().ok())
+    }
+
+    /// Why `device_class` has no more room here, when its capacity follows its thin pool's
+    /// real use: `: thin pool vg/pool is 96.0% full (data) ...`, to end a refusal with; empty
+    /// otherwise.
+    pub fn short_because(&self, device_class: &str) -> String {
+        self.capacity
+            .get(&crate::api::topolvm::pool_usage_annotation(device_class))
+            .map(|u| {
+                format!(": {u}, and the class's capacity follows that use (capacityFollowsUsage)")
+            })
+            .unwrap_or_default()
     }
 }
 

@@ -61,16 +61,19 @@ pub fn choose_node(
                 return Ok(node.to_string());
             }
             let first = wanted[0];
-            let known = node_at(first).is_some();
+            let known = node_at(first);
             Err(match free_on(first) {
                 // ResourceExhausted: csi-provisioner has the scheduler choose again.
                 Some(free) => CsiError::new(
                     Code::ResourceExhausted,
                     format!(
-                        "node {first:?} has {free} bytes free in {class}, not the {bytes} requested"
+                        "node {first:?} has {free} bytes free in {class}, not the {bytes} requested{}",
+                        known
+                            .map(|n| n.short_because(device_class))
+                            .unwrap_or_default()
                     ),
                 ),
-                None if !known => CsiError::new(
+                None if known.is_none() => CsiError::new(
                     Code::ResourceExhausted,
                     format!("node {first:?} does not exist, so it has no capacity for {class}"),
                 ),
@@ -88,10 +91,15 @@ pub fn choose_node(
                 ))
             })?;
             if free < bytes {
+                let because = nodes
+                    .iter()
+                    .find(|n| n.name == node)
+                    .map(|n| n.short_because(device_class))
+                    .unwrap_or_default();
                 return Err(CsiError::new(
                     Code::ResourceExhausted,
                     format!(
-                        "no node has {bytes} bytes free in {class}: the most is {free} on {node}"
+                        "no node has {bytes} bytes free in {class}: the most is {free} on {node}{because}"
                     ),
                 ));
             }
@@ -125,6 +133,36 @@ mod tests {
                 )]),
             })
             .collect()
+    }
+
+    #[test]
+    fn a_refusal_names_the_pool_use_a_following_class_publishes() {
+        let mut ns = nodes();
+        ns[1].capacity.insert(
+            "pool-usage.lvms.topolvm.io/ssd".into(),
+            "thin pool vg/pool is 96.0% full (data) and 11.0% (metadata)".into(),
+        );
+        ns[1]
+            .capacity
+            .insert("capacity.topolvm.io/ssd".into(), "0".into());
+        let req = TopologyRequirement {
+            requisite: vec![topo("b")],
+            preferred: vec![topo("b")],
+        };
+        let e = choose_node(Some(&req), None, &ns, "ssd", 64).unwrap_err();
+        assert_eq!(e.code, Code::ResourceExhausted);
+        assert!(
+            e.message.contains("has 0 bytes free in ssd")
+                && e.message.contains("thin pool vg/pool is 96.0% full (data)")
+                && e.message.contains("capacityFollowsUsage"),
+            "{e}"
+        );
+        // Without topology: the node with the most, named with its pool's use when it has one.
+        let e = choose_node(None, None, &ns[1..], "ssd", 64).unwrap_err();
+        assert!(e.message.contains("96.0% full (data)"), "{e}");
+        // A class that does not follow usage says only the bytes.
+        let e = choose_node(Some(&req), None, &nodes(), "ssd", 64).unwrap_err();
+        assert!(!e.message.contains("thin pool"), "{e}");
     }
 
     #[test]

@@ -508,24 +508,24 @@ impl ControllerService {
             });
         }
         let class = lv.spec.device_class.clone().unwrap_or_default();
-        let free = self
+        let node = self
             .node_capacities()
-            .iter()
-            .find(|n| n.name == lv.spec.node_name)
-            .and_then(|n| n.free(&class))
-            .unwrap_or(0);
+            .into_iter()
+            .find(|n| n.name == lv.spec.node_name);
+        let free = node.as_ref().and_then(|n| n.free(&class)).unwrap_or(0);
         if free < bytes - current {
             return Err(CsiError::new(
                 Code::ResourceExhausted,
                 format!(
-                    "node {} has {free} bytes free in {}; growing by {} bytes does not fit",
+                    "node {} has {free} bytes free in {}; growing by {} bytes does not fit{}",
                     lv.spec.node_name,
                     if class.is_empty() {
                         "the default device class"
                     } else {
                         &class
                     },
-                    bytes - current
+                    bytes - current,
+                    node.map(|n| n.short_because(&class)).unwrap_or_default()
                 ),
             ));
         }

@@ -256,6 +256,84 @@ pub fn serve(
 
 #[cfg(test)]
 mod tests {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::time::Duration;
+
+    use super::*;
+
+    /// Unpublishes slowly (an xfs unmount under emulation takes seconds), and says when done.
+    struct SlowUnpublish {
+        takes: Duration,
+        done: Arc<AtomicBool>,
+    }
+
+    impl NodeVolumes for SlowUnpublish {
+        fn lv_attr<'a>(&'a self, _: &'a str) -> BoxFuture<'a, Result<Option<String>, String>> {
+            Box::pin(async { Ok(None) })
+        }
+        fn publish<'a>(&'a self, _: &'a PublishSpec) -> BoxFuture<'a, Result<(), CsiError>> {
+            Box::pin(async { Ok(()) })
+        }
+        fn published_at<'a>(
+            &'a self,
+            _: &'a str,
+            _: &'a str,
+        ) -> BoxFuture<'a, Result<(), CsiError>> {
+            Box::pin(async { Ok(()) })
+        }
+        fn unpublish<'a>(&'a self, _: &'a str, _: &'a str) -> BoxFuture<'a, Result<(), CsiError>> {
+            Box::pin(async {
+                tokio::time::sleep(self.takes).await;
+                self.done.store(true, Ordering::SeqCst);
+                Ok(())
+            })
+        }
+        fn expand<'a>(&'a self, _: &'a str, _: &'a str) -> BoxFuture<'a, Result<u64, CsiError>> {
+            Box::pin(async { Ok(0) })
+        }
+    }
+
+    /// An uninstall stops vg-manager while kubelet's NodeUnpublishVolume runs; no retry will
+    /// come, so the call must finish before the server ends (its gate goes with it).
+    #[tokio::test]
+    async fn a_stopping_server_finishes_the_unpublish_in_flight() {
+        let dir = tempfile::tempdir().unwrap();
+        let socket = dir.path().join("csi.sock");
+        let done = Arc::new(AtomicBool::new(false));
+        let serving = serve(
+            &socket,
+            "n1",
+            Arc::new(|| Ok(true)),
+            Arc::new(SlowUnpublish {
+                takes: Duration::from_secs(4),
+                done: done.clone(),
+            }),
+        )
+        .unwrap();
+        let channel = crate::csi::client::connect(&socket).await.unwrap();
+        let mut client = crate::csi::proto::node_client::NodeClient::new(channel);
+        let call = tokio::spawn(async move {
+            client
+                .node_unpublish_volume(NodeUnpublishVolumeRequest {
+                    volume_id: "v1".into(),
+                    target_path: "/var/lib/kubelet/pods/p/volumes/kubernetes.io~csi/pv/mount"
+                        .into(),
+                })
+                .await
+        });
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let stopping = std::time::Instant::now();
+        serving.stop(crate::csi::server::DRAIN).await;
+        assert!(
+            done.load(Ordering::SeqCst),
+            "the server ended before its call did"
+        );
+        assert!(stopping.elapsed() < crate::csi::server::DRAIN);
+        call.await
+            .unwrap()
+            .expect("the caller got its answer, not a dropped stream");
+    }
+
     #[test]
     fn the_node_reports_topolvms_topology_segment() {
         let info = super::node_info("worker-1");

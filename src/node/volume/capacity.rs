@@ -7,10 +7,12 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Map, Value, json};
 
-use crate::api::topolvm::{CAPACITY_ANNOTATION_PREFIX, NODE_FINALIZER, capacity_annotation};
+use crate::api::topolvm::{
+    NODE_FINALIZER, capacity_annotation, is_node_capacity_key, pool_usage_annotation,
+};
 use crate::node::lvmd_config::LvmdConfig;
 use crate::node::report::LogicalVolume;
-use crate::node::volume::space::published_following_usage;
+use crate::node::volume::space::{pool_usage, published_following_usage};
 
 /// What one class's VG looks like now: its free bytes and its LVs.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -22,7 +24,8 @@ pub struct ClassObservation {
 /// The annotations for every class of `config` that was observed. A class that was not (its
 /// VG is not built yet) publishes nothing, so the controller never places a volume on it; a
 /// thin class whose pool is missing publishes 0. The classes in `follow_usage` are also bounded
-/// by their pool's real use ([`published_following_usage`]).
+/// by their pool's real use ([`published_following_usage`]), which they publish too
+/// (`pool-usage.lvms.topolvm.io/<class>`), for the controller to name when it refuses a claim.
 pub fn annotations(
     config: &LvmdConfig,
     observed: &BTreeMap<String, ClassObservation>,
@@ -33,24 +36,24 @@ pub fn annotations(
         let Some(obs) = observed.get(&class.name) else {
             continue;
         };
-        let free = published_following_usage(
-            class,
-            obs.vg_free,
-            &obs.lvs,
-            follow_usage.contains(&class.name),
-        )
-        .unwrap_or(0);
-        out.insert(capacity_annotation(&class.name), free.to_string());
-        if class.default {
-            out.insert(capacity_annotation(""), free.to_string());
+        let follow = follow_usage.contains(&class.name);
+        let free = published_following_usage(class, obs.vg_free, &obs.lvs, follow).unwrap_or(0);
+        let usage = follow.then(|| pool_usage(class, &obs.lvs)).flatten();
+        let names = std::iter::once(class.name.as_str()).chain(class.default.then_some(""));
+        for name in names {
+            out.insert(capacity_annotation(name), free.to_string());
+            if let Some(usage) = &usage {
+                out.insert(pool_usage_annotation(name), usage.clone());
+            }
         }
     }
     out
 }
 
 /// The merge patch that makes the Node's capacity annotations `desired`: changed or new keys
-/// set, stale `capacity.topolvm.io/*` keys removed (a class this node no longer has). None
-/// when the Node already says exactly this.
+/// set, stale `capacity.topolvm.io/*` and `pool-usage.lvms.topolvm.io/*` keys removed (a class
+/// this node no longer has, or that no longer follows usage). None when the Node already says
+/// exactly this.
 pub fn patch(
     current: &BTreeMap<String, String>,
     desired: &BTreeMap<String, String>,
@@ -62,7 +65,7 @@ pub fn patch(
         }
     }
     for k in current.keys() {
-        if k.starts_with(CAPACITY_ANNOTATION_PREFIX) && !desired.contains_key(k) {
+        if is_node_capacity_key(k) && !desired.contains_key(k) {
             changes.insert(k.clone(), Value::Null);
         }
     }
@@ -150,6 +153,47 @@ mod tests {
         assert!(
             !annotations(&config(), &only_ssd, &BTreeSet::new())
                 .contains_key("capacity.topolvm.io/thin")
+        );
+    }
+
+    #[test]
+    fn a_class_following_usage_publishes_its_pools_use_and_the_others_do_not() {
+        let mut config = config();
+        config.device_classes[1].default = true;
+        config.device_classes[0].default = false;
+        let pool = LogicalVolume {
+            lv_name: "pool".into(),
+            vg_name: "vg2".into(),
+            lv_size: Some(1000),
+            data_percent: Some(96.04),
+            metadata_percent: Some(11.0),
+            ..Default::default()
+        };
+        let observed = BTreeMap::from([(
+            "thin".to_string(),
+            ClassObservation {
+                vg_free: 0,
+                lvs: vec![pool],
+            },
+        )]);
+        let following = annotations(&config, &observed, &BTreeSet::from(["thin".to_string()]));
+        let usage = "thin pool vg2/pool is 96.0% full (data) and 11.0% (metadata)";
+        assert_eq!(following["pool-usage.lvms.topolvm.io/thin"], usage);
+        assert_eq!(following["pool-usage.lvms.topolvm.io/00default"], usage);
+        assert_eq!(
+            following["capacity.topolvm.io/thin"], "0",
+            "past 95 %: none"
+        );
+        let formula = annotations(&config, &observed, &BTreeSet::new());
+        assert!(
+            formula.keys().all(|k| !k.starts_with("pool-usage.")),
+            "{formula:?}"
+        );
+        // Switched back to the formula: the Node's usage keys go.
+        let p = patch(&following, &formula).expect("a change");
+        assert_eq!(
+            p["metadata"]["annotations"]["pool-usage.lvms.topolvm.io/thin"],
+            Value::Null
         );
     }
 

@@ -150,6 +150,17 @@ pub fn parse_list(text: &str) -> Result<Vec<DmDevice>, DmsetupParseError> {
     Ok(out)
 }
 
+/// Gates nothing holds: not open (no filesystem mounted on them, no scan at this instant) and
+/// not suspended (a group's hold, which only its release ends). One is left when the process
+/// stopped between an unmount and the gate's removal; kubelet's retried NodeUnpublishVolume
+/// would remove it, but not after an uninstall. The caller still checks the mount table.
+pub fn idle(devices: &[DmDevice]) -> Vec<&DmDevice> {
+    devices
+        .iter()
+        .filter(|d| volume_of(&d.name).is_some() && d.open == 0 && !d.suspended)
+        .collect()
+}
+
 /// A gate's table as `dmsetup table` prints it: its length in sectors and the device under it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GateTable {
@@ -278,5 +289,23 @@ mod tests {
                 table: "0 2048 linear 253:4 0".into()
             })
         );
+    }
+
+    #[test]
+    fn only_a_gate_nothing_holds_is_idle() {
+        let d = |name: &str, open, suspended| DmDevice {
+            name: name.into(),
+            open,
+            suspended,
+        };
+        let devices = [
+            d("lvms-idle", 0, false),
+            d("lvms-mounted", 1, false),
+            d("lvms-held", 0, true),
+            d("lvms-", 0, false),
+            d("vg1-pvc--a", 0, false),
+        ];
+        let idle: Vec<&str> = idle(&devices).iter().map(|d| d.name.as_str()).collect();
+        assert_eq!(idle, ["lvms-idle"]);
     }
 }

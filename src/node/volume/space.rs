@@ -101,6 +101,21 @@ pub fn pool_full(class: &LvmdDeviceClass, lvs: &[LogicalVolume]) -> Option<Strin
     })
 }
 
+/// The class's thin pool's real use, as the pool-usage annotation says it (`thin pool vg/pool is
+/// 96.2% full (data) and 11.0% (metadata)`); None for a thick class or a pool lvm2 reports no
+/// use of (inactive).
+pub fn pool_usage(class: &LvmdDeviceClass, lvs: &[LogicalVolume]) -> Option<String> {
+    let pool = pool_of(class, lvs)?;
+    pool.data_percent?;
+    Some(format!(
+        "thin pool {}/{} is {} full (data) and {} (metadata)",
+        pool.vg_name,
+        pool.lv_name,
+        percent(pool.data_percent),
+        percent(pool.metadata_percent)
+    ))
+}
+
 /// The real-usage bound of a thin class: `overprovision-ratio` × the bytes of the pool not yet
 /// written (size × (1 − data %)), 0 once [`pool_full`]. None when lvm2 reports no use (an
 /// inactive pool): the bound then says nothing.
