@@ -81,9 +81,28 @@ impl SledStore {
         // flush_every_ms): reopening in the same process waits that out. Another live process
         // holding the lock still fails, after the wait.
         let deadline = std::time::Instant::now() + LOCK_WAIT;
+        let mut set_aside = false;
         loop {
             match config.open() {
                 Ok(db) => return Ok(Self { db }),
+                // sled 0.34.7 reads its newest `snap.*` file, a `.generating` one included: a
+                // kill while it wrote one leaves a torn file that fails every later open
+                // (spacejam/sled#1527). The complete snapshot before it, and the log, are
+                // intact: the torn file is moved out of sled's way (kept beside it) and the
+                // open tried again, once. sled reached its snapshot, so it held the lock.
+                Err(e @ sled::Error::Corruption { .. }) if !set_aside => {
+                    set_aside = true;
+                    let moved = set_aside_torn_snapshots(path)
+                        .map_err(|e| StoreError::new("setting a torn sled snapshot aside", e))?;
+                    if moved.is_empty() {
+                        return Err(StoreError::new("opening sled database", e));
+                    }
+                    tracing::warn!(
+                        path = %path.display(),
+                        files = ?moved,
+                        "the journal store's snapshot was torn by a kill while sled wrote it; set aside, reopening from the one before"
+                    );
+                }
                 // sled reports it as ErrorKind::Other with this text.
                 Err(sled::Error::Io(e))
                     if e.to_string().contains("could not acquire lock")
@@ -95,6 +114,24 @@ impl SledStore {
             }
         }
     }
+}
+
+/// The prefix a torn snapshot is renamed with: out of the `snap.` names sled reads.
+const TORN_PREFIX: &str = "torn-";
+
+/// Renames every `snap.*.generating` file of the store at `path` to `torn-snap.*.generating`;
+/// returns the new names.
+fn set_aside_torn_snapshots(path: &Path) -> std::io::Result<Vec<String>> {
+    let mut moved = Vec::new();
+    for entry in std::fs::read_dir(path)? {
+        let name = entry?.file_name().to_string_lossy().to_string();
+        if name.starts_with("snap.") && name.ends_with(".generating") {
+            let torn = format!("{TORN_PREFIX}{name}");
+            std::fs::rename(path.join(&name), path.join(&torn))?;
+            moved.push(torn);
+        }
+    }
+    Ok(moved)
 }
 
 impl Store for SledStore {

@@ -173,7 +173,20 @@ fn parent() {
 }
 
 fn check(dir: &std::path::Path, run: usize, acked: &BTreeMap<u64, String>) {
-    let j = Journal::open(dir).unwrap_or_else(|e| panic!("run {run}: reopen after kill: {e}"));
+    let j = Journal::open(dir).unwrap_or_else(|e| {
+        // The store's files, for the post-mortem (the directory goes with the test).
+        let files: Vec<String> = std::fs::read_dir(dir)
+            .map(|d| {
+                d.filter_map(Result::ok)
+                    .map(|e| {
+                        let len = e.metadata().map(|m| m.len()).unwrap_or(0);
+                        format!("{} ({len} bytes)", e.file_name().to_string_lossy())
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        panic!("run {run}: reopen after kill: {e}\nfiles: {files:?}")
+    });
     let compacted = j.compacted_through().expect("compacted_through");
     // One scan: collect intents, check order and integrity.
     let mut intents: BTreeMap<u64, String> = BTreeMap::new();
