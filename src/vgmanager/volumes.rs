@@ -630,6 +630,41 @@ impl VolumesUnit {
         Ok(true)
     }
 
+    /// Removes this Node's capacity and pool-usage annotations (a journaled step), when it has
+    /// any. The node finalizer stays: it is the operator's to take off a deleted Node.
+    async fn clear_capacity(&self, steps: &Steps) -> Result<(), UnitError> {
+        let Some(node) = self.node() else {
+            return Ok(());
+        };
+        if node.metadata.deletion_timestamp.is_some() {
+            return Ok(());
+        }
+        let current: BTreeMap<String, String> = node
+            .metadata
+            .annotations
+            .iter()
+            .flatten()
+            .filter(|(k, _)| is_node_capacity_key(k))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        let Some(patch) = volume_capacity::patch(&current, &BTreeMap::new()) else {
+            return Ok(());
+        };
+        let args: Vec<String> = current.keys().map(|k| format!("{k} removed")).collect();
+        let spec = StepSpec::new(object_ref(node.as_ref()), A::AnnotateCapacity).args(args);
+        let api: Api<Node> = Api::all(self.ctx.client.clone());
+        let name = self.ctx.node.clone();
+        steps
+            .run(spec, || async {
+                api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await
+                    .map(|n| Done::resource_version(n.metadata.resource_version))
+                    .map_err(|e| unit_error(&format!("capacity annotations of Node {name}"), e))
+            })
+            .await?;
+        Ok(())
+    }
+
     /// One pass: every volume of this node to its plan's end, then the capacity annotations.
     async fn pass(&self, steps: &Steps) -> Result<Pass, UnitError> {
         steps.begin(self.node_object());
@@ -637,8 +672,11 @@ impl VolumesUnit {
         steps.quiet();
         let requeue = Some(self.ctx.reconcile_interval);
         let Some(config) = self.ctx.read_lvmd()? else {
+            // No class here (none yet, or the last one was removed): the Node says no
+            // capacity either, or a controller would still place volumes on a VG now gone.
+            self.clear_capacity(steps).await?;
             return Ok(Pass {
-                summary: "no lvmd.yaml yet: no device class on this node".into(),
+                summary: "no lvmd.yaml: no device class on this node".into(),
                 requeue_after: requeue,
             });
         };

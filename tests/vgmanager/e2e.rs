@@ -179,6 +179,16 @@ async fn two_nodes_reach_ready_extend_reduce_and_tear_down() {
         .any(|e| e.reason.as_deref() == Some("DeviceRemoved"));
     assert!(removed, "no DeviceRemoved event");
 
+    // Each node says its class's room (checked gone after the delete below).
+    let nodes: kube::Api<k8s_openapi::api::core::v1::Node> = kube::Api::all(s.client.clone());
+    let key = lvms::api::topolvm::capacity_annotation(&vga);
+    eventually(T, || async {
+        let node = nodes.get("node-a").await.ok()?;
+        node.metadata.annotations?.contains_key(&key).then_some(())
+    })
+    .await
+    .unwrap_or_else(|| panic!("node-a never published {key}"));
+
     // Delete: vg-managers remove their VGs and finalizers; the cluster goes away.
     s.clusters()
         .delete("my-lvmcluster", &DeleteParams::default())
@@ -201,6 +211,26 @@ async fn two_nodes_reach_ready_extend_reduce_and_tear_down() {
         lvmd(&s, "node-a").is_none(),
         "lvmd.yaml kept after its last class was removed"
     );
+    // Nor does a Node still say it has room in a class it no longer has.
+    for n in ["node-a", "node-b"] {
+        let left = eventually(T, || async {
+            let node = nodes.get(n).await.ok()?;
+            let keys: Vec<String> = node
+                .metadata
+                .annotations
+                .unwrap_or_default()
+                .into_keys()
+                .filter(|k| lvms::api::topolvm::is_node_capacity_key(k))
+                .collect();
+            keys.is_empty().then_some(())
+        })
+        .await;
+        assert!(
+            left.is_some(),
+            "{n} keeps capacity annotations after its last class went: {:?}",
+            nodes.get(n).await.ok().and_then(|n| n.metadata.annotations)
+        );
+    }
     assert_no_duplicate_events(&s.events().await);
 }
 
