@@ -53,6 +53,18 @@ pub async fn uninstall_leaves_nothing_on_the_node(c: &mut Ctx) {
         finalizers.is_empty(),
         "finalizers left on the Node: {finalizers:?}"
     );
+    // Nor room advertised in classes that are gone (vg-manager removes it with its last class).
+    let capacity: Vec<String> = node
+        .metadata
+        .annotations
+        .unwrap_or_default()
+        .into_keys()
+        .filter(|k| lvms::api::topolvm::is_node_capacity_key(k))
+        .collect();
+    assert!(
+        capacity.is_empty(),
+        "capacity annotations left on the Node: {capacity:?}"
+    );
 }
 
 /// Waits until lvms's Pods are gone, then looks at the node (probe Pod `probe`): no volume
