@@ -557,14 +557,7 @@ impl VolumesUnit {
         if node.metadata.deletion_timestamp.is_some() {
             return Ok(false);
         }
-        let current: BTreeMap<String, String> = node
-            .metadata
-            .annotations
-            .iter()
-            .flatten()
-            .filter(|(k, _)| is_node_capacity_key(k))
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
+        let current = capacity_annotations(&node);
         let seen: BTreeMap<String, ClassObservation> = observed
             .iter()
             .filter_map(|(c, o)| o.as_ref().ok().map(|o| (c.clone(), o.clone())))
@@ -616,17 +609,7 @@ impl VolumesUnit {
         if !finalizers.iter().any(|f| f == NODE_FINALIZER) {
             args.push(format!("finalizer {NODE_FINALIZER}"));
         }
-        let spec = StepSpec::new(object_ref(node.as_ref()), A::AnnotateCapacity).args(args);
-        let api: Api<Node> = Api::all(self.ctx.client.clone());
-        let name = self.ctx.node.clone();
-        steps
-            .run(spec, || async {
-                api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-                    .await
-                    .map(|n| Done::resource_version(n.metadata.resource_version))
-                    .map_err(|e| unit_error(&format!("capacity annotations of Node {name}"), e))
-            })
-            .await?;
+        self.patch_node(steps, &node, args, &patch).await?;
         Ok(true)
     }
 
@@ -639,24 +622,28 @@ impl VolumesUnit {
         if node.metadata.deletion_timestamp.is_some() {
             return Ok(());
         }
-        let current: BTreeMap<String, String> = node
-            .metadata
-            .annotations
-            .iter()
-            .flatten()
-            .filter(|(k, _)| is_node_capacity_key(k))
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
+        let current = capacity_annotations(&node);
         let Some(patch) = volume_capacity::patch(&current, &BTreeMap::new()) else {
             return Ok(());
         };
         let args: Vec<String> = current.keys().map(|k| format!("{k} removed")).collect();
-        let spec = StepSpec::new(object_ref(node.as_ref()), A::AnnotateCapacity).args(args);
+        self.patch_node(steps, &node, args, &patch).await
+    }
+
+    /// The Node's capacity patch, as a journaled `annotate-capacity` step saying `args`.
+    async fn patch_node(
+        &self,
+        steps: &Steps,
+        node: &Node,
+        args: Vec<String>,
+        patch: &serde_json::Value,
+    ) -> Result<(), UnitError> {
+        let spec = StepSpec::new(object_ref(node), A::AnnotateCapacity).args(args);
         let api: Api<Node> = Api::all(self.ctx.client.clone());
         let name = self.ctx.node.clone();
         steps
             .run(spec, || async {
-                api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                api.patch(&name, &PatchParams::default(), &Patch::Merge(patch))
                     .await
                     .map(|n| Done::resource_version(n.metadata.resource_version))
                     .map_err(|e| unit_error(&format!("capacity annotations of Node {name}"), e))
@@ -701,6 +688,17 @@ impl VolumesUnit {
             requeue_after: requeue,
         })
     }
+}
+
+/// The Node's capacity and pool-usage annotations (what vg-manager publishes there).
+fn capacity_annotations(node: &Node) -> BTreeMap<String, String> {
+    node.metadata
+        .annotations
+        .iter()
+        .flatten()
+        .filter(|(k, _)| is_node_capacity_key(k))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
 }
 
 impl Unit for VolumesUnit {
