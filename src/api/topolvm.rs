@@ -64,6 +64,18 @@ pub fn is_node_capacity_key(key: &str) -> bool {
     key.starts_with(CAPACITY_ANNOTATION_PREFIX) || key.starts_with(POOL_USAGE_ANNOTATION_PREFIX)
 }
 
+/// The capacity and pool-usage annotations among a Node's `annotations`.
+pub fn node_capacity_annotations(
+    annotations: Option<&std::collections::BTreeMap<String, String>>,
+) -> std::collections::BTreeMap<String, String> {
+    annotations
+        .into_iter()
+        .flatten()
+        .filter(|(k, _)| is_node_capacity_key(k))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
+}
+
 fn class_key(prefix: &str, device_class: &str) -> String {
     let class = if device_class.is_empty() {
         DEFAULT_CLASS_ANNOTATION

@@ -239,24 +239,35 @@ pub async fn sweep_idle_gates(ctx: &NodeCtx, steps: &Steps) -> Result<Vec<String
         if mounts.iter().any(|m| m.device == number) {
             continue;
         }
-        let step = NodeStep::GateRemove {
-            gate: g.name.clone(),
-        }
-        .spec(volume_id);
-        steps
-            .run(step, || async {
-                ctx.host
-                    .run(&gate::remove_argv(&g.name), &[])
-                    .await
-                    .map_err(|e| UnitError::retryable("NodeCommandFailed", e.to_string()))?;
-                info!(volume = %volume_id, gate = %g.name, "idle gate removed");
-                Ok(Done::default())
-            })
-            .await
-            .map_err(csi_error)?;
+        remove_gate(ctx, steps, volume_id, &g.name).await?;
         removed.push(g.name.clone());
     }
     Ok(removed)
+}
+
+/// Gate `name` of `volume_id` removed, as a journaled `gate-remove` step.
+async fn remove_gate(
+    ctx: &NodeCtx,
+    steps: &Steps,
+    volume_id: &str,
+    name: &str,
+) -> Result<(), CsiError> {
+    let step = NodeStep::GateRemove {
+        gate: name.to_string(),
+    }
+    .spec(volume_id);
+    steps
+        .run(step, || async {
+            ctx.host
+                .run(&gate::remove_argv(name), &[])
+                .await
+                .map_err(|e| UnitError::retryable("NodeCommandFailed", e.to_string()))?;
+            info!(volume = %volume_id, gate = %name, "gate removed");
+            Ok(Done::default())
+        })
+        .await
+        .map(drop)
+        .map_err(csi_error)
 }
 
 impl HostVolumes {
@@ -512,18 +523,7 @@ impl HostVolumes {
         if let Some(g) = self.reads().gate(volume_id).await?
             && !self.gate_mounted(volume_id).await?
         {
-            let step = NodeStep::GateRemove {
-                gate: g.name.clone(),
-            }
-            .spec(volume_id);
-            self.steps()
-                .run(step, || async {
-                    self.exec(&gate::remove_argv(&g.name)).await?;
-                    info!(volume = %volume_id, gate = %g.name, "gate removed");
-                    Ok(Done::default())
-                })
-                .await
-                .map_err(csi_error)?;
+            remove_gate(&self.ctx, &self.steps(), volume_id, &g.name).await?;
         }
         self.ctx
             .host

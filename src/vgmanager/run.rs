@@ -169,7 +169,10 @@ pub async fn run(
     }
     // Drained before the units stop: a NodeUnpublishVolume in flight takes its gate down.
     csi.stop(crate::csi::server::DRAIN).await;
-    sweep_idle_gates(&volumes, "stop").await;
+    // Each removal is logged as it is made; a failure leaves them to kubelet's retries.
+    if let Err(e) = volumes.sweep_idle_gates().await {
+        warn!(error = %e.message, "could not sweep idle gates at stop");
+    }
     core.stop(tree).await;
     Ok(())
 }
@@ -219,17 +222,6 @@ fn serve_csi(
         }),
         volumes,
     )
-}
-
-/// Gates left idle by a stop between an unmount and the gate's removal
-/// ([`super::node_volumes::sweep_idle_gates`]); the csi-node unit sweeps at each start, this is
-/// the stop's. A failure is logged: kubelet's retried unpublish still removes them.
-async fn sweep_idle_gates(volumes: &super::node_volumes::HostVolumes, when: &'static str) {
-    match volumes.sweep_idle_gates().await {
-        Ok(gates) if gates.is_empty() => {}
-        Ok(gates) => info!(?gates, when, "idle gates removed"),
-        Err(e) => warn!(error = %e.message, when, "could not sweep idle gates"),
-    }
 }
 
 /// kubelet's plugin registration, and `/readyz` following its verdict.

@@ -21,7 +21,7 @@ use tracing::warn;
 
 use super::context::{NodeCtx, cmd_err, host_err};
 use crate::api::quantity::format_binary;
-use crate::api::topolvm::{CREATED_BY_LABEL, NODE_FINALIZER, is_node_capacity_key};
+use crate::api::topolvm::{CREATED_BY_LABEL, NODE_FINALIZER, node_capacity_annotations};
 use crate::api::{LOGICAL_VOLUME_FINALIZER, LogicalVolume};
 use crate::kube::apply::unit_error;
 use crate::node::lvmd_config::{LvmdConfig, LvmdDeviceClass};
@@ -557,7 +557,7 @@ impl VolumesUnit {
         if node.metadata.deletion_timestamp.is_some() {
             return Ok(false);
         }
-        let current = capacity_annotations(&node);
+        let current = node_capacity_annotations(node.metadata.annotations.as_ref());
         let seen: BTreeMap<String, ClassObservation> = observed
             .iter()
             .filter_map(|(c, o)| o.as_ref().ok().map(|o| (c.clone(), o.clone())))
@@ -622,7 +622,7 @@ impl VolumesUnit {
         if node.metadata.deletion_timestamp.is_some() {
             return Ok(());
         }
-        let current = capacity_annotations(&node);
+        let current = node_capacity_annotations(node.metadata.annotations.as_ref());
         let Some(patch) = volume_capacity::patch(&current, &BTreeMap::new()) else {
             return Ok(());
         };
@@ -688,17 +688,6 @@ impl VolumesUnit {
             requeue_after: requeue,
         })
     }
-}
-
-/// The Node's capacity and pool-usage annotations (what vg-manager publishes there).
-fn capacity_annotations(node: &Node) -> BTreeMap<String, String> {
-    node.metadata
-        .annotations
-        .iter()
-        .flatten()
-        .filter(|(k, _)| is_node_capacity_key(k))
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect()
 }
 
 impl Unit for VolumesUnit {

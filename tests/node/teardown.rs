@@ -54,13 +54,8 @@ pub async fn uninstall_leaves_nothing_on_the_node(c: &mut Ctx) {
         "finalizers left on the Node: {finalizers:?}"
     );
     // Nor room advertised in classes that are gone (vg-manager removes it with its last class).
-    let capacity: Vec<String> = node
-        .metadata
-        .annotations
-        .unwrap_or_default()
-        .into_keys()
-        .filter(|k| lvms::api::topolvm::is_node_capacity_key(k))
-        .collect();
+    let capacity =
+        lvms::api::topolvm::node_capacity_annotations(node.metadata.annotations.as_ref());
     assert!(
         capacity.is_empty(),
         "capacity annotations left on the Node: {capacity:?}"

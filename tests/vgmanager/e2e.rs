@@ -215,13 +215,8 @@ async fn two_nodes_reach_ready_extend_reduce_and_tear_down() {
     for n in ["node-a", "node-b"] {
         let left = eventually(T, || async {
             let node = nodes.get(n).await.ok()?;
-            let keys: Vec<String> = node
-                .metadata
-                .annotations
-                .unwrap_or_default()
-                .into_keys()
-                .filter(|k| lvms::api::topolvm::is_node_capacity_key(k))
-                .collect();
+            let keys =
+                lvms::api::topolvm::node_capacity_annotations(node.metadata.annotations.as_ref());
             keys.is_empty().then_some(())
         })
         .await;

@@ -26,14 +26,7 @@ impl NodeCapacity {
         NodeCapacity {
             name: name.to_string(),
             topology: labels.and_then(|l| l.get(TOPOLOGY_NODE_KEY).cloned()),
-            capacity: annotations
-                .map(|a| {
-                    a.iter()
-                        .filter(|(k, _)| crate::api::topolvm::is_node_capacity_key(k))
-                        .map(|(k, v)| (k.clone(), v.clone()))
-                        .collect()
-                })
-                .unwrap_or_default(),
+            capacity: crate::api::topolvm::node_capacity_annotations(annotations),
         }
     }
 
