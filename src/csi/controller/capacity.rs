@@ -6,6 +6,9 @@ use std::collections::BTreeMap;
 
 use crate::csi::names::{TOPOLOGY_NODE_KEY, capacity_annotation};
 
+/// The most of a pool-usage annotation a refusal repeats (vg-manager writes ~70 characters).
+const MAX_USAGE_CHARS: usize = 160;
+
 /// What the controller keeps of a Node.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct NodeCapacity {
@@ -44,7 +47,9 @@ impl NodeCapacity {
     pub fn short_because(&self, device_class: &str) -> String {
         self.capacity
             .get(&crate::api::topolvm::pool_usage_annotation(device_class))
+            // A Node annotation anyone with Node patch rights can write: bounded in the message.
             .map(|u| {
+                let u: String = u.chars().take(MAX_USAGE_CHARS).collect();
                 format!(": {u}, and the class's capacity follows that use (capacityFollowsUsage)")
             })
             .unwrap_or_default()

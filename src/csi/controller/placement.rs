@@ -160,6 +160,12 @@ mod tests {
         // Without topology: the node with the most, named with its pool's use when it has one.
         let e = choose_node(None, None, &ns[1..], "ssd", 64).unwrap_err();
         assert!(e.message.contains("96.0% full (data)"), "{e}");
+        // A hostile annotation is cut short, not repeated whole.
+        ns[1]
+            .capacity
+            .insert("pool-usage.lvms.topolvm.io/ssd".into(), "x".repeat(100_000));
+        let e = choose_node(Some(&req), None, &ns, "ssd", 64).unwrap_err();
+        assert!(e.message.len() < 400, "{} bytes", e.message.len());
         // A class that does not follow usage says only the bytes.
         let e = choose_node(Some(&req), None, &nodes(), "ssd", 64).unwrap_err();
         assert!(!e.message.contains("thin pool"), "{e}");
