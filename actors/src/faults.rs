@@ -110,6 +110,24 @@ pub fn panic_point(unit: &str, pass: u64) {
     }
 }
 
+/// `LVMS_STALL_IN=<unit>#<action>=<ms>`: the first step of `<unit>` with `<action>` waits
+/// `<ms>` between its durable intent and its effect, once per process: a write slowed by a
+/// busy API server, to prove what overlaps it (a teardown ending while a create is in flight).
+pub fn stall_for(unit: &str, action: &str) -> Option<std::time::Duration> {
+    static SPEC: OnceLock<Option<(String, String, u64)>> = OnceLock::new();
+    // Test-only, as `LVMS_CRASH_AT`: unset or malformed is "no stall".
+    let spec = SPEC.get_or_init(|| {
+        let raw = std::env::var("LVMS_STALL_IN").ok()?;
+        let (target, ms) = raw.trim().split_once('=')?;
+        let (u, a) = target.split_once('#')?;
+        Some((u.to_string(), a.to_string(), ms.parse().ok()?))
+    });
+    let (u, a, ms) = spec.as_ref()?;
+    static FIRED: AtomicU32 = AtomicU32::new(0);
+    (u == unit && a == action && FIRED.fetch_add(1, Ordering::SeqCst) == 0)
+        .then(|| std::time::Duration::from_millis(*ms))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

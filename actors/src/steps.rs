@@ -534,6 +534,10 @@ impl Steps {
         span: tracing::Span,
     ) -> Result<Done, UnitError> {
         let result = async {
+            if let Some(stall) = faults::stall_for(&self.unit, action) {
+                tracing::warn!(?stall, "LVMS_STALL_IN reached: the effect waits");
+                tokio::time::sleep(stall).await;
+            }
             let started = Instant::now();
             let result = effect.await;
             faults::crash_point_in(faults::APPLIED, &self.unit, action);

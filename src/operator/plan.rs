@@ -97,6 +97,15 @@ fn key(v: &Value) -> (String, String) {
 /// Desired objects are stamped here; `current` holds only objects this unit owns.
 /// O((d + c) log c): node statuses scale with the node count.
 pub fn plan(desired: Vec<Value>, current: &[Value]) -> Vec<Step> {
+    plan_holding(desired, current, None)
+}
+
+/// [`plan`] for a kind whose objects carry `finalizer` of ours: an undesired object someone
+/// else already marked deleted (the garbage collector, when a create landed after its owner
+/// was gone; a user) waits for nobody but us, so it is a delete step too, whose finalizer
+/// edit lets it go (LVMS's `deleteNodeStatus` does the same). A desired one keeps it, as in
+/// LVMS, until the LVMCluster goes.
+pub fn plan_holding(desired: Vec<Value>, current: &[Value], finalizer: Option<&str>) -> Vec<Step> {
     let mut by_key: std::collections::BTreeMap<(String, String), &Value> =
         current.iter().map(|c| (key(c), c)).collect();
     let mut steps = Vec::new();
@@ -120,7 +129,15 @@ pub fn plan(desired: Vec<Value>, current: &[Value]) -> Vec<Step> {
     }
     // What is left in the index is owned but no longer desired.
     for ((namespace, name), c) in by_key {
-        if !c["metadata"]["deletionTimestamp"].is_string() {
+        let meta = &c["metadata"];
+        let held = || {
+            finalizer.is_some_and(|f| {
+                meta["finalizers"]
+                    .as_array()
+                    .is_some_and(|all| all.iter().any(|x| x.as_str() == Some(f)))
+            })
+        };
+        if !meta["deletionTimestamp"].is_string() || held() {
             steps.push(Step::Delete { namespace, name });
         }
     }
@@ -188,6 +205,28 @@ mod tests {
         let mut deleting = stamped(sc("lvms-b", "b"));
         deleting["metadata"]["deletionTimestamp"] = json!("2026-11-22T00:00:00Z");
         assert!(plan(vec![sc("lvms-a", "a")], &[current[0].clone(), deleting]).is_empty());
+    }
+
+    #[test]
+    fn an_undesired_object_marked_deleted_by_another_is_released_from_our_finalizer_only() {
+        let mut gc_deleted = stamped(sc("node-a", "a"));
+        gc_deleted["metadata"]["deletionTimestamp"] = json!("2026-11-30T00:00:00Z");
+        gc_deleted["metadata"]["finalizers"] = json!(["ours"]);
+        let mut theirs = stamped(sc("node-b", "b"));
+        theirs["metadata"]["deletionTimestamp"] = json!("2026-11-30T00:00:00Z");
+        theirs["metadata"]["finalizers"] = json!(["someone-else"]);
+        let current = vec![gc_deleted.clone(), theirs];
+        assert_eq!(
+            plan_holding(Vec::new(), &current, Some("ours")),
+            vec![Step::Delete {
+                namespace: String::new(),
+                name: "node-a".into()
+            }]
+        );
+        // Without a finalizer of ours to drop, a deleting object is left to its holders.
+        assert!(plan(Vec::new(), &current).is_empty());
+        // Still desired: kept (LVMS keeps it until the LVMCluster goes).
+        assert!(plan_holding(vec![sc("node-a", "a")], &[gc_deleted], Some("ours")).is_empty());
     }
 
     #[test]

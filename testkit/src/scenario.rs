@@ -215,6 +215,14 @@ impl Scenario {
         .await;
         let groups: Api<LVMVolumeGroup> = Api::namespaced(self.client.clone(), &self.ns.name);
         out.push_str(&described(groups, "LVMVolumeGroup", |_| String::new()).await);
+        let statuses: Api<LVMVolumeGroupNodeStatus> =
+            Api::namespaced(self.client.clone(), &self.ns.name);
+        out.push_str(
+            &described(statuses, "LVMVolumeGroupNodeStatus", |n| {
+                format!(", uid {:?}", n.metadata.uid.as_deref().unwrap_or_default())
+            })
+            .await,
+        );
         for log in logs_under(&self.dir) {
             let text = std::fs::read_to_string(&log).unwrap_or_default();
             let lines: Vec<&str> = text.lines().collect();

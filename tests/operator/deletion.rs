@@ -227,3 +227,48 @@ async fn deletion_waits_for_pvcs_then_tears_everything_down() {
         "{deletes:?}"
     );
 }
+
+/// A node status create still in flight when the LVMCluster is deleted (a busy API server):
+/// teardown used to end around it, the create landed after its owner was gone, the garbage
+/// collector marked it deleted and our finalizer kept it for good (a later LVMCluster's
+/// teardown then waited on it forever). Teardown now waits for the writes in flight and
+/// lets such an object go.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_create_in_flight_at_deletion_leaves_no_node_status_behind() {
+    let s = Scenario::new("op-delete-inflight").await;
+    let c = &s.client;
+    create_node(c, "node-a", false).await;
+    register_csi_node(c, "node-a", true).await;
+    let op = s.operator(&[("LVMS_STALL_IN", "lvmvgnodestatus#apply=3000")], &[]);
+    s.create_cluster(thin("my-lvmcluster")).await;
+    eventually(T, || async {
+        op.log_text()
+            .contains("LVMS_STALL_IN reached")
+            .then_some(())
+    })
+    .await
+    .expect("the node status create stalled");
+    s.clusters()
+        .delete("my-lvmcluster", &DeleteParams::default())
+        .await
+        .expect("delete LVMCluster");
+    register_csi_node(c, "node-a", false).await;
+    eventually(T, || async {
+        s.cluster("my-lvmcluster").await.is_none().then_some(())
+    })
+    .await
+    .expect("LVMCluster gone after teardown");
+    // Past the stall: whatever the create made must be gone, not kept by our finalizer.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let nss: Api<LVMVolumeGroupNodeStatus> = Api::namespaced(c.clone(), &s.ns.name);
+    let left = eventually(Duration::from_secs(15), || async {
+        nss.get_opt("node-a").await.unwrap().is_none().then_some(())
+    })
+    .await;
+    assert!(
+        left.is_some(),
+        "node status left behind: {:?}\n{}",
+        nss.get_opt("node-a").await.unwrap().map(|n| n.metadata),
+        op.log_text()
+    );
+}

@@ -13,7 +13,7 @@ use kube::api::{Api, ListParams, Patch, PatchParams};
 use lvms_actors::{
     BatchStep, Done, EventNote, Pass, Replayed, StepSpec, Steps, Unit, UnitError, effect,
 };
-use lvms_journal::{Intent, ObjectRef};
+use lvms_journal::{Action, Body, Clock, Intent, ObjectRef, Record, Seq};
 use serde_json::json;
 use tracing::info;
 
@@ -21,7 +21,7 @@ use super::objects::{delete_object, seen_finalizers};
 use crate::api::topolvm::NODE_FINALIZER;
 use crate::api::{
     CONDITION_RESOURCES_AVAILABLE, LOGICAL_VOLUME_FINALIZER, LVMCLUSTER_FINALIZER, LVMCluster,
-    LVMStateType, LogicalVolume,
+    LVMStateType, LogicalVolume, NODE_STATUS_FINALIZER,
 };
 use crate::kube::apply;
 use crate::kube::kinds::Kind;
@@ -30,7 +30,7 @@ use crate::operator::context::{Ctx, object_ref};
 use crate::operator::desired::csi_driver::CSI_DRIVER_NAME;
 use crate::operator::desired::daemonset::vg_manager_labels;
 use crate::operator::node_removal::{gone_node_edits, node_finalizers_to_release, nodes_named};
-use crate::operator::plan::{Step, plan};
+use crate::operator::plan::{Step, plan_holding};
 use crate::operator::singleton::Rejected;
 
 pub const UNIT: &str = crate::operator::table::UnitId::Lifecycle.name();
@@ -363,7 +363,8 @@ impl LifecycleUnit {
         let removed = &removed;
         let mut seen = seen_finalizers(&current);
         let mut batch: Vec<BatchStep<'_>> = Vec::new();
-        for step in plan(Vec::new(), &current) {
+        let ours = (kind == Kind::NodeStatus).then_some(NODE_STATUS_FINALIZER);
+        for step in plan_holding(Vec::new(), &current, ours) {
             let Step::Delete { namespace, name } = step else {
                 continue;
             };
@@ -457,12 +458,44 @@ impl LifecycleUnit {
                 }
             }
         }
+        let journal = steps.journal();
+        let open = journal.open_intents().map_err(UnitError::journal)?;
+        let busy = writes_in_flight(&open, journal.opened_at(), Clock::system().now_ms());
+        if !busy.is_empty() {
+            info!(writes = ?busy, "teardown: waiting for writes in flight");
+            return Ok(Pass {
+                summary: format!("teardown: waiting for {} write(s) in flight", busy.len()),
+                requeue_after: Some(Duration::from_millis(250)),
+            });
+        }
         self.edit_cluster_finalizer(steps, cluster, false).await?;
         Ok(Pass {
             summary: "teardown complete; finalizer removed".into(),
             requeue_after: None,
         })
     }
+}
+
+/// How long another unit's open apply counts as a write in flight: a client's request ends
+/// well before; one older is a unit that died mid-step, which its replay closes, and must not
+/// hold a teardown for good.
+const IN_FLIGHT_FOR: u64 = 60_000;
+
+/// The applies other units began in this process's life (`since`: the journal's first seq of
+/// it; earlier ones are replay's) that have no outcome yet, as `unit kind/namespace/name`.
+/// Teardown ends only once there are none: a create still in flight when the LVMCluster's
+/// finalizer came off would land after its owner, an object that nothing deletes (the garbage
+/// collector marks it deleted; a node status keeps our finalizer).
+fn writes_in_flight(open: &[Record], since: Seq, now_ms: u64) -> Vec<String> {
+    open.iter()
+        .filter(|r| r.seq >= since && now_ms.saturating_sub(r.at_ms) < IN_FLIGHT_FOR)
+        .filter_map(|r| match &r.body {
+            Body::Intent(i) if i.unit != UNIT && i.action == ObjectAction::Apply.name() => {
+                Some(format!("{} {}", i.unit, i.object))
+            }
+            _ => None,
+        })
+        .collect()
 }
 
 impl Unit for LifecycleUnit {
@@ -521,5 +554,59 @@ impl Unit for LifecycleUnit {
             .action_as::<ObjectAction>()
             .map_err(|e| UnitError::permanent("UnknownAction", e.to_string()))?;
         Ok(Done::replayed(Replayed::Rechecked))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn intent(seq: Seq, at_ms: u64, unit: &str, action: ObjectAction) -> Record {
+        Record {
+            seq,
+            at_ms,
+            trace: Default::default(),
+            body: Body::Intent(Intent {
+                unit: unit.into(),
+                object: ObjectRef {
+                    kind: "LVMVolumeGroupNodeStatus".into(),
+                    namespace: "lvms".into(),
+                    name: "node-a".into(),
+                    ..Default::default()
+                },
+                action: action.name().into(),
+                args: Vec::new(),
+                desired_digest: String::new(),
+                idempotency_key: String::new(),
+                lease_epoch: 0,
+                regarding: Vec::new(),
+            }),
+        }
+    }
+
+    #[test]
+    fn only_other_units_applies_of_this_life_and_recent_hold_a_teardown() {
+        let now = 1_000_000;
+        let open = vec![
+            // Another unit's create still in flight: held.
+            intent(12, now - 2_000, "lvmvgnodestatus", ObjectAction::Apply),
+            // Written by an earlier process: its replay's, not a write in flight.
+            intent(3, now - 2_000, "lvmvgnodestatus", ObjectAction::Apply),
+            // The lifecycle unit's own step, and a delete: not a create that could land late.
+            intent(13, now, UNIT, ObjectAction::Apply),
+            intent(14, now, "lvmvgnodestatus", ObjectAction::Delete),
+            // Open for longer than any request lasts: a dead unit's, left to its replay.
+            intent(
+                15,
+                now - IN_FLIGHT_FOR,
+                "topolvm-storageclass",
+                ObjectAction::Apply,
+            ),
+        ];
+        assert_eq!(
+            writes_in_flight(&open, 10, now),
+            vec!["lvmvgnodestatus LVMVolumeGroupNodeStatus/lvms/node-a".to_string()]
+        );
+        assert!(writes_in_flight(&open[1..], 10, now).is_empty());
     }
 }

@@ -18,7 +18,7 @@ use crate::operator::context::{Ctx, object_ref};
 use crate::operator::desired::daemonset::daemonset_ready;
 use crate::operator::desired::node_statuses;
 use crate::operator::nodes::valid_nodes_for_any_class;
-use crate::operator::plan::{Step, plan};
+use crate::operator::plan::{Step, plan_holding};
 
 /// The node-status unit's error when a node is left out for a not-ready taint.
 pub const REASON_NODE_SELECTION: &str = "NodeSelectionFailed";
@@ -279,7 +279,8 @@ impl Unit for ObjectsUnit {
         // should), instead of one fsync and one round trip after another.
         let mut seen = seen_finalizers(&current);
         let mut batch: Vec<BatchStep<'_>> = Vec::new();
-        for step in plan(desired, &current) {
+        let ours = (self.kind == Kind::NodeStatus).then_some(NODE_STATUS_FINALIZER);
+        for step in plan_holding(desired, &current, ours) {
             match step {
                 Step::Apply {
                     namespace,
