@@ -1039,6 +1039,7 @@ async fn mounted_phases(c: &mut Ctx, m: &mut Meter, tag: &str, run: &mut Run) {
         p.timed("Pod create → Running", None, &starts, &seen.running);
     }
     m.end(c, &mut p, IN_A_ROW).await;
+    add_retries(c, &mut p, &format!("{tag}-m")).await;
     run.phases.push(p);
     let mounted: Vec<String> = starts.into_iter().map(|s| s.0).collect();
 
@@ -1167,6 +1168,7 @@ async fn storm_phases(c: &mut Ctx, m: &mut Meter, tag: &str, preload: usize, run
     m.begin(c, &p.name).await;
     storm(c, m, &mut p, &format!("{tag}-a"), STORM).await;
     m.end(c, &mut p, STORM).await;
+    add_retries(c, &mut p, &format!("{tag}-a-")).await;
     run.phases.push(p);
 
     // 6. The same with vg-manager's Pod deleted halfway.
@@ -1241,6 +1243,7 @@ async fn storm_phases(c: &mut Ctx, m: &mut Meter, tag: &str, preload: usize, run
         p.add("claims Bound after the delete", after_kill as f64);
     }
     m.end(c, &mut p, STORM).await;
+    add_retries(c, &mut p, &format!("{prefix}-")).await;
     let verdict = nothing_lost(c, &prefix, m.lvm.thin_lvs).await;
     p.notes.push(verdict.clone());
     if !verdict.starts_with("ok") {
@@ -1359,6 +1362,54 @@ async fn kill_vg_manager(c: &Ctx) -> (String, Instant) {
         .unwrap_or_else(|e| panic!("deleting {name}: {e}"));
     println!("   deleted vg-manager Pod {name}");
     (name, at)
+}
+
+/// csi-provisioner's retries of the claims named `prefix`*: how many ProvisioningFailed Events
+/// it recorded (their counts summed), how many of those its own deadline cut (`--timeout`:
+/// DeadlineExceeded), and how many claims had any. Each one is a retry after a backoff that
+/// doubles per claim, which is where a claim's time can go while nothing on the node is slow.
+async fn provisioning_retries(c: &Ctx, prefix: &str) -> (f64, f64, f64) {
+    let events = Api::<k8s_openapi::api::core::v1::Event>::namespaced(c.client.clone(), APPS)
+        .list(&ListParams::default())
+        .await
+        .expect("the claims' Events");
+    let (mut failed, mut deadline) = (0_i64, 0_i64);
+    let mut claims = HashSet::new();
+    for e in &events.items {
+        let about = &e.involved_object;
+        if e.reason.as_deref() != Some("ProvisioningFailed")
+            || about.kind.as_deref() != Some("PersistentVolumeClaim")
+            || !about
+                .name
+                .as_deref()
+                .unwrap_or_default()
+                .starts_with(prefix)
+        {
+            continue;
+        }
+        let n = i64::from(e.count.unwrap_or(1).max(1));
+        failed += n;
+        if e.message
+            .as_deref()
+            .unwrap_or_default()
+            .contains("DeadlineExceeded")
+        {
+            deadline += n;
+        }
+        claims.insert(about.name.clone());
+    }
+    (failed as f64, deadline as f64, claims.len() as f64)
+}
+
+/// Adds [`provisioning_retries`]'s figures to a storm's phase.
+async fn add_retries(c: &Ctx, p: &mut Phase, prefix: &str) {
+    let (failed, deadline, claims) = provisioning_retries(c, prefix).await;
+    p.add(
+        "ProvisioningFailed Events (csi-provisioner retries)",
+        failed,
+    );
+    p.add("of them DeadlineExceeded (its --timeout)", deadline);
+    p.add("claims with a retry", claims);
 }
 
 /// (claim, PV) of the Bound claims whose names start with `prefix`.
