@@ -630,6 +630,16 @@ impl VolumesUnit {
         self.patch_node(steps, &node, args, &patch).await
     }
 
+    /// At a stop, once the units are down: with no device class left here (no lvmd.yaml), the
+    /// Node's capacity annotations go now. A pass does the same, but an uninstall can stop
+    /// vg-manager between the last class's removal and that pass.
+    pub async fn clear_capacity_without_class(&self, steps: &Steps) -> Result<(), UnitError> {
+        if self.ctx.read_lvmd()?.is_some() {
+            return Ok(());
+        }
+        self.clear_capacity(steps).await
+    }
+
     /// The Node's capacity patch, as a journaled `annotate-capacity` step saying `args`.
     async fn patch_node(
         &self,
