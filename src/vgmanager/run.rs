@@ -176,18 +176,16 @@ pub async fn run(
     let journal = core.journal.clone();
     core.stop(tree).await;
     // After the units: no pass that read a class before its removal can annotate after this.
-    let volumes_unit = super::volumes::VolumesUnit {
-        ctx: deps.ctx.clone(),
-        volumes: deps.logical_volumes.clone(),
-        nodes: deps.nodes.clone(),
-        host_clock: Default::default(),
-        holds_checked: Default::default(),
-    };
+    let volumes_unit = super::volumes::VolumesUnit::new(
+        deps.ctx.clone(),
+        deps.logical_volumes.clone(),
+        deps.nodes.clone(),
+    );
     let steps = lvms_actors::Steps::request(
         journal.clone(),
         super::volumes::UNIT,
         Arc::new(AtomicU64::new(0)),
-        None,
+        Some(crate::telemetry::otel::hooks()),
     );
     if let Err(e) = volumes_unit.clear_capacity_without_class(&steps).await {
         warn!(error = %e.message, "could not clear the Node's capacity annotations at stop");

@@ -191,13 +191,11 @@ impl VgUnit {
             VgUnit::Volumes => wiring.child(
                 name,
                 trigger,
-                super::volumes::VolumesUnit {
+                super::volumes::VolumesUnit::new(
                     ctx,
-                    volumes: deps.logical_volumes.clone(),
-                    nodes: deps.nodes.clone(),
-                    host_clock: Default::default(),
-                    holds_checked: Default::default(),
-                },
+                    deps.logical_volumes.clone(),
+                    deps.nodes.clone(),
+                ),
             ),
             VgUnit::NodeStatus => wiring.child(
                 name,

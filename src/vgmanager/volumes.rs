@@ -65,6 +65,18 @@ pub struct VolumesUnit {
     pub holds_checked: std::sync::atomic::AtomicBool,
 }
 
+impl VolumesUnit {
+    pub fn new(ctx: Arc<NodeCtx>, volumes: Store<LogicalVolume>, nodes: Store<Node>) -> Self {
+        VolumesUnit {
+            ctx,
+            volumes,
+            nodes,
+            host_clock: Default::default(),
+            holds_checked: Default::default(),
+        }
+    }
+}
+
 /// What the planner sees of the node for `view`: its class's VG as observed and its source's
 /// volume id. A VG that could not be read decides nothing (an error); an unknown class has
 /// nothing on disk to look at (the planner refuses it).

@@ -17,11 +17,11 @@ use lvms_journal::{Action, Body, Clock, Intent, ObjectRef, Record, Seq};
 use serde_json::json;
 use tracing::info;
 
-use super::objects::{delete_object, seen_finalizers};
+use super::objects::{delete_object, our_finalizer, seen_finalizers};
 use crate::api::topolvm::NODE_FINALIZER;
 use crate::api::{
     CONDITION_RESOURCES_AVAILABLE, LOGICAL_VOLUME_FINALIZER, LVMCLUSTER_FINALIZER, LVMCluster,
-    LVMStateType, LogicalVolume, NODE_STATUS_FINALIZER,
+    LVMStateType, LogicalVolume,
 };
 use crate::kube::apply;
 use crate::kube::kinds::Kind;
@@ -363,8 +363,7 @@ impl LifecycleUnit {
         let removed = &removed;
         let mut seen = seen_finalizers(&current);
         let mut batch: Vec<BatchStep<'_>> = Vec::new();
-        let ours = (kind == Kind::NodeStatus).then_some(NODE_STATUS_FINALIZER);
-        for step in plan_holding(Vec::new(), &current, ours) {
+        for step in plan_holding(Vec::new(), &current, our_finalizer(kind)) {
             let Step::Delete { namespace, name } = step else {
                 continue;
             };

@@ -72,6 +72,13 @@ fn target(kind: Kind, namespace: &str, name: &str, cluster: &LVMCluster) -> Obje
 /// Delete an object the operator owns. A node status keeps a delete-protection finalizer that
 /// the operator itself must drop first; `seen` is its finalizers as the cache last saw them, if
 /// at hand, so that needs no read first.
+/// The finalizer of ours a kind's objects carry, which only we take off (a node status's
+/// delete protection): [`delete_object`] drops it, and a plan lets an object that someone else
+/// marked deleted go with it.
+pub fn our_finalizer(kind: Kind) -> Option<&'static str> {
+    (kind == Kind::NodeStatus).then_some(NODE_STATUS_FINALIZER)
+}
+
 pub async fn delete_object(
     client: &kube::Client,
     kind: Kind,
@@ -79,10 +86,10 @@ pub async fn delete_object(
     name: &str,
     seen: Option<Vec<String>>,
 ) -> Result<(Done, apply::Fate), UnitError> {
-    if kind == Kind::NodeStatus {
+    if let Some(ours) = our_finalizer(kind) {
         let edited =
             apply::edit_finalizers_seen(client, kind, namespace, name, seen.as_deref(), |f| {
-                f.retain(|x| x != NODE_STATUS_FINALIZER)
+                f.retain(|x| x != ours)
             })
             .await?;
         // Already marked deleted (by someone else): dropping the finalizer finished it.
@@ -279,8 +286,7 @@ impl Unit for ObjectsUnit {
         // should), instead of one fsync and one round trip after another.
         let mut seen = seen_finalizers(&current);
         let mut batch: Vec<BatchStep<'_>> = Vec::new();
-        let ours = (self.kind == Kind::NodeStatus).then_some(NODE_STATUS_FINALIZER);
-        for step in plan_holding(desired, &current, ours) {
+        for step in plan_holding(desired, &current, our_finalizer(self.kind)) {
             match step {
                 Step::Apply {
                     namespace,
