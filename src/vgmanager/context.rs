@@ -47,6 +47,38 @@ pub struct NodeCtx {
     pub metrics: Metrics,
 }
 
+#[cfg(test)]
+impl NodeCtx {
+    /// Node `node-a` on `host` for unit tests: its API client reaches nothing (every call fails,
+    /// retryably), `api` is the recording seam, `volume_groups` what the actors see.
+    pub(crate) fn for_tests(
+        host: Arc<dyn HostOps>,
+        api: Arc<dyn NodeApi>,
+        lvmd_path: PathBuf,
+        volume_groups: Store<LVMVolumeGroup>,
+    ) -> NodeCtx {
+        let config = kube::Config::new("http://127.0.0.1:9".parse().expect("url"));
+        NodeCtx {
+            client: Client::try_from(config).expect("client"),
+            api,
+            namespace: "lvms".into(),
+            node: "node-a".into(),
+            host,
+            lvmd_path,
+            report: NodeReport::default(),
+            volume_groups,
+            node_statuses: kube::runtime::reflector::store().0,
+            lvmd_lock: tokio::sync::Mutex::new(()),
+            gate_lock: tokio::sync::Mutex::new(()),
+            device_allowlist: None,
+            reconcile_interval: Duration::from_secs(30),
+            metrics: crate::telemetry::metrics::Metrics::new(
+                crate::telemetry::metrics::Process::VgManager,
+            ),
+        }
+    }
+}
+
 impl NodeCtx {
     /// This node's lvmd.yaml: None when there is none yet; unreadable or invalid is an error,
     /// never "no classes".

@@ -26,6 +26,9 @@ struct State {
     answers: BTreeMap<String, VecDeque<Answer>>,
     calls: Vec<Vec<String>>,
     files: BTreeMap<PathBuf, String>,
+    mounts: String,
+    /// Block device nodes: path → `major:minor`.
+    devices: BTreeMap<PathBuf, String>,
 }
 
 #[derive(Default)]
@@ -63,6 +66,22 @@ impl FakeHost {
             .map(|c| program(c))
             .filter(|p| !READS.contains(&p.as_str()))
             .collect()
+    }
+
+    /// The node's mount table from now on (`mountinfo` lines).
+    pub fn mounts(&self, table: impl Into<String>) -> &Self {
+        self.0.lock().unwrap().mounts = table.into();
+        self
+    }
+
+    /// A block device node at `path` with `number` (`major:minor`).
+    pub fn block_device(&self, path: &str, number: &str) -> &Self {
+        self.0
+            .lock()
+            .unwrap()
+            .devices
+            .insert(path.into(), number.into());
+        self
     }
 
     pub fn file(&self, path: &Path) -> Option<String> {
@@ -135,9 +154,19 @@ impl HostOps for FakeHost {
         Ok(())
     }
 
-    /// Nothing is mounted on the fake node.
+    /// Nothing is mounted on the fake node unless a test says so.
     fn mount_table(&self) -> io::Result<String> {
-        Ok(String::new())
+        Ok(self.0.lock().unwrap().mounts.clone())
+    }
+
+    /// A device a test made; a file or a directory of the fake is none; anything else is not there.
+    fn block_device_number(&self, path: &Path) -> io::Result<Option<String>> {
+        let s = self.0.lock().unwrap();
+        match s.devices.get(path) {
+            Some(n) => Ok(Some(n.clone())),
+            None if s.files.contains_key(path) => Ok(None),
+            None => Err(io::ErrorKind::NotFound.into()),
+        }
     }
 
     /// Targets are files in memory too (a directory is an empty entry).

@@ -81,6 +81,10 @@ pub trait HostOps: Send + Sync + 'static {
     /// The mount table (`mountinfo`) of the mount namespace commands run in.
     fn mount_table(&self) -> io::Result<String>;
 
+    /// `major:minor` of the block device node at `path`, in the mount namespace commands run in
+    /// (what `lsblk -d` prints, without running it); None when `path` is not a block device.
+    fn block_device_number(&self, path: &Path) -> io::Result<Option<String>>;
+
     /// A publish target: a directory (`mkdir -p`), or for a block volume an empty file in its
     /// parent directory. One already there is kept. Kubelet's paths are mounted into
     /// vg-manager's container at the same paths, with bidirectional propagation (LVMS's).
@@ -280,6 +284,21 @@ impl HostOps for Host {
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
     }
 
+    /// Through `/proc/1/root` with a prefix (the host's init's root, as for its mount table).
+    fn block_device_number(&self, path: &Path) -> io::Result<Option<String>> {
+        use std::os::unix::fs::{FileTypeExt, MetadataExt};
+        let seen = if self.prefix.is_empty() {
+            path.to_path_buf()
+        } else {
+            Path::new("/proc/1/root").join(path.strip_prefix("/").unwrap_or(path))
+        };
+        let meta = std::fs::metadata(seen)?;
+        Ok(meta.file_type().is_block_device().then(|| {
+            let (major, minor) = device_numbers(meta.rdev());
+            format!("{major}:{minor}")
+        }))
+    }
+
     /// With a prefix (nsenter into the host's namespaces, hostPID), the host's table is its
     /// init's; without, this process's.
     fn mount_table(&self) -> io::Result<String> {
@@ -292,9 +311,55 @@ impl HostOps for Host {
     }
 }
 
+/// A `dev_t`'s major and minor numbers (Linux's encoding, as glibc's `major()`/`minor()`).
+pub fn device_numbers(dev: u64) -> (u64, u64) {
+    let major = ((dev >> 32) & 0xffff_f000) | ((dev >> 8) & 0x0fff);
+    let minor = ((dev >> 12) & 0xffff_ff00) | (dev & 0x00ff);
+    (major, minor)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn device_numbers_decode_as_the_kernel_encodes_them() {
+        // new_encode_dev: minor's low byte, major, then minor's upper bits.
+        let encode = |major: u64, minor: u64| {
+            (minor & 0xff)
+                | ((major & 0xfff) << 8)
+                | ((minor & !0xff) << 12)
+                | ((major & !0xfff) << 32)
+        };
+        for (major, minor) in [
+            (253, 3),
+            (7, 0),
+            (259, 262_144),
+            (4095, 255),
+            (4096, 1 << 19),
+        ] {
+            assert_eq!(device_numbers(encode(major, minor)), (major, minor));
+        }
+    }
+
+    #[test]
+    fn a_block_device_node_gives_its_number_and_anything_else_none() {
+        let h = Host::default();
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(
+            h.block_device_number(dir.path()).unwrap(),
+            None,
+            "a directory"
+        );
+        assert!(h.block_device_number(&dir.path().join("gone")).is_err());
+        // A loop device's node, where this machine has one: its number as sysfs says.
+        if let Ok(dev) = std::fs::read_to_string("/sys/block/loop0/dev")
+            && Path::new("/dev/loop0").exists()
+        {
+            let n = h.block_device_number(Path::new("/dev/loop0")).unwrap();
+            assert_eq!(n.as_deref(), Some(dev.trim()));
+        }
+    }
 
     fn s(v: &[&str]) -> Vec<String> {
         v.iter().map(|x| x.to_string()).collect()

@@ -17,6 +17,7 @@ pub mod node_status_unit;
 pub mod node_volumes;
 pub mod registry;
 pub mod run;
+mod stats_lvs;
 pub mod table;
 mod thin_repair;
 pub mod volume_group;

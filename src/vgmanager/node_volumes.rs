@@ -15,7 +15,8 @@ use tonic::Code;
 use tracing::info;
 
 use super::context::NodeCtx;
-use super::volume_lookup::{FoundLv, find};
+use super::stats_lvs::StatsLvs;
+use super::volume_lookup::{FoundLv, attrs, find};
 use crate::csi::controller::writes::csi_error;
 use crate::csi::errors::CsiError;
 use crate::csi::node::actions::{NodeStep, UNIT};
@@ -33,6 +34,18 @@ const FRESH_ROOT_MODE: u32 = 0o2777;
 pub struct HostVolumes {
     pub ctx: Arc<NodeCtx>,
     pub journal: Arc<Journal>,
+    /// NodeGetVolumeStats' volume conditions: one lvm2 report for the calls of a short window.
+    stats_lvs: StatsLvs,
+}
+
+impl HostVolumes {
+    pub fn new(ctx: Arc<NodeCtx>, journal: Arc<Journal>) -> Self {
+        Self {
+            ctx,
+            journal,
+            stats_lvs: StatsLvs::default(),
+        }
+    }
 }
 
 fn internal(what: &str) -> impl Fn(String) -> CsiError + '_ {
@@ -67,8 +80,18 @@ impl NodeReads<'_> {
         mountinfo::parse(&text).map_err(|e| CsiError::unavailable(e.to_string()))
     }
 
-    /// `major:minor` of a block device node.
+    /// `major:minor` of a block device node: from the node itself (stat), else as lsblk says.
     pub async fn device_number(&self, path: &str) -> Result<String, CsiError> {
+        match self.ctx.host.block_device_number(Path::new(path)) {
+            Ok(Some(n)) => return Ok(n),
+            Ok(None) => {
+                return Err(CsiError::unavailable(format!(
+                    "device number of {path}: not a block device"
+                )));
+            }
+            // Not seen from here (no such node in this view of /dev): lsblk, in the host's.
+            Err(_) => {}
+        }
         let out = self
             .run(
                 &[
@@ -167,6 +190,19 @@ impl NodeReads<'_> {
         let Some(m) = mountinfo::at(&self.mounts().await?, path).cloned() else {
             return Ok(None);
         };
+        // The common case, with no command at all: a filesystem mounted from the volume's gate
+        // (its device node's number is the mount's device). Anything else is read in full.
+        // (An LV name has no `/`: an id with one names no gate and takes the full read.)
+        let gate_node = (!volume_id.contains('/')).then(|| {
+            self.ctx
+                .host
+                .block_device_number(Path::new(&gate::path(volume_id)))
+        });
+        if let Some(Ok(Some(n))) = gate_node
+            && is_volume_mount(&m, None, &[n])
+        {
+            return Ok(Some(m));
+        }
         let mut devices = Vec::new();
         if self.gate(volume_id).await?.is_some() {
             devices.push(self.device_number(&gate::path(volume_id)).await?);
@@ -636,7 +672,7 @@ impl NodeVolumes for HostVolumes {
     }
 
     fn lv_attr<'a>(&'a self, volume_id: &'a str) -> BoxFuture<'a, Result<Option<String>, String>> {
-        Box::pin(async move { Ok(find(&self.ctx, volume_id).await?.map(|lv| lv.attr)) })
+        Box::pin(self.stats_lvs.attr(volume_id, || attrs(&self.ctx)))
     }
 
     fn publish<'a>(&'a self, spec: &'a PublishSpec) -> BoxFuture<'a, Result<(), CsiError>> {
@@ -659,3 +695,7 @@ impl NodeVolumes for HostVolumes {
         Box::pin(self.do_expand(volume_id, path))
     }
 }
+
+#[cfg(test)]
+#[path = "node_volumes_tests.rs"]
+mod tests;

@@ -146,10 +146,10 @@ pub async fn run(
     // Set once, here: it cannot be set already.
     let _ = deps.supervisor.set(tree.supervisor.clone());
     triggers.of(VgUnit::Registry).bump("supervisor up");
-    let volumes = Arc::new(super::node_volumes::HostVolumes {
-        ctx: deps.ctx.clone(),
-        journal: core.journal.clone(),
-    });
+    let volumes = Arc::new(super::node_volumes::HostVolumes::new(
+        deps.ctx.clone(),
+        core.journal.clone(),
+    ));
     let csi = serve_csi(&cfg, &core, volumes.clone())?;
     let csi_live = core.probe_csi(cfg.csi_node_socket.clone(), cfg.csi_probe_interval);
     // As LVMS: not ready until kubelet has registered the driver (when this process does it).

@@ -1,11 +1,11 @@
 //! Where a CSI volume's LV is on this node: `lvs` of each VG in this node's lvmd.yaml. A
 //! report that cannot be read is an error, never "no such LV".
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::context::NodeCtx;
 use crate::node::commands;
-use crate::node::report::parse_lvs;
+use crate::node::report::{LvReport, parse_lvs};
 
 /// A volume's LV as lvm2 reports it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -29,24 +29,50 @@ impl FoundLv {
     }
 }
 
+/// The VGs of this node's device classes (none without an lvmd.yaml).
+fn node_vgs(ctx: &NodeCtx) -> Result<BTreeSet<String>, String> {
+    Ok(ctx
+        .read_lvmd()
+        .map_err(|e| e.message)?
+        .map(|config| {
+            config
+                .device_classes
+                .into_iter()
+                .map(|c| c.volume_group)
+                .collect()
+        })
+        .unwrap_or_default())
+}
+
+/// lvm2's report of one VG's LVs; one that cannot be read is an error.
+async fn lv_report(ctx: &NodeCtx, vg: &str) -> Result<LvReport, String> {
+    let argv = commands::lvs(vg).map_err(|e| e.to_string())?;
+    let out = ctx.host.run(&argv, &[]).await.map_err(|e| e.to_string())?;
+    parse_lvs(&out.stdout).map_err(|e| e.to_string())
+}
+
+/// Every LV of this node's VGs: name → lv_attr (a name in two VGs: the first VG's, as
+/// [`find`] answers).
+pub async fn attrs(ctx: &NodeCtx) -> Result<BTreeMap<String, String>, String> {
+    let mut attrs = BTreeMap::new();
+    for vg in node_vgs(ctx)? {
+        for lv in lv_report(ctx, &vg).await?.all() {
+            attrs
+                .entry(lv.lv_name.clone())
+                .or_insert_with(|| lv.lv_attr.clone());
+        }
+    }
+    Ok(attrs)
+}
+
 /// The LV named `volume_id` in one of this node's VGs.
 pub async fn find(ctx: &NodeCtx, volume_id: &str) -> Result<Option<FoundLv>, String> {
     // No lvmd.yaml yet: this node has no device class, so no volume of ours.
-    let Some(config) = ctx.read_lvmd().map_err(|e| e.message)? else {
-        return Ok(None);
-    };
-    let vgs: BTreeSet<&str> = config
-        .device_classes
-        .iter()
-        .map(|c| c.volume_group.as_str())
-        .collect();
-    for vg in vgs {
-        let argv = commands::lvs(vg).map_err(|e| e.to_string())?;
-        let out = ctx.host.run(&argv, &[]).await.map_err(|e| e.to_string())?;
-        let report = parse_lvs(&out.stdout).map_err(|e| e.to_string())?;
+    for vg in node_vgs(ctx)? {
+        let report = lv_report(ctx, &vg).await?;
         if let Some(lv) = report.all().find(|l| l.lv_name == volume_id) {
             return Ok(Some(FoundLv {
-                vg: vg.to_string(),
+                vg,
                 attr: lv.lv_attr.clone(),
                 size: lv.lv_size,
             }));

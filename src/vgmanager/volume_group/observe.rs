@@ -9,7 +9,7 @@ use lvms_actors::UnitError;
 use super::VolumeGroupUnit;
 use crate::api::LVMVolumeGroup;
 use crate::node::commands;
-use crate::node::lsblk::{BlockDevice, LsblkError, flatten, parse_lsblk};
+use crate::node::lsblk::{BlockDevice, LsblkError, TYPE_LVM, flatten, parse_lsblk};
 use crate::node::report::{ExistingVg, PhysicalVolume};
 use crate::node::vg::allowlist;
 use crate::node::vg::filter::{FilterContext, FilteredDevices, filter_devices};
@@ -65,6 +65,18 @@ fn first_back_file(stdout: &str) -> Result<String, BackFileError> {
         .ok_or(BackFileError::Missing)
 }
 
+/// The devices whose signatures a pass reads: all but LVs (lsblk type `lvm`), which the filter
+/// refuses as LVMS does and leaves out of `status.excluded` (`Rejection::LvmPartition`), so
+/// what they hold decides nothing. What is stacked on an LV (a gate, a dm device of a user's)
+/// is still probed.
+fn signatures_needed(devices: &[BlockDevice]) -> Vec<String> {
+    flatten(devices)
+        .into_iter()
+        .filter(|(_, d)| d.device_type != TYPE_LVM)
+        .map(|(kname, _)| kname)
+        .collect()
+}
+
 impl VolumeGroupUnit {
     pub(super) async fn observe(&self, vg: &LVMVolumeGroup) -> Result<Observed, UnitError> {
         let lsblk = self.run_host(&commands::lsblk()).await?;
@@ -74,10 +86,10 @@ impl VolumeGroupUnit {
             allowlist::retain_allowed(&mut devices, &allowed);
         }
         // lsblk's FSTYPE comes from udev, which containers and CI lack: read the signatures
-        // from the devices themselves (blkid exits 2 when there is none).
+        // from the devices themselves (blkid exits 2 when there is none); not of LVs
+        // (`signatures_needed`), or a pass's cost would grow with the node's volumes.
         let mut probed = BTreeMap::new();
-        let knames: Vec<String> = flatten(&devices).keys().cloned().collect();
-        for kname in knames {
+        for kname in signatures_needed(&devices) {
             // Exit 2 is "no signature"; any other failure leaves the device unknown, and an
             // unknown device must not pass the filesystem filter as an empty one: it is
             // excluded, with the error as its reason, until a later pass can read it.
@@ -257,5 +269,34 @@ mod tests {
         ] {
             assert!(first_back_file(out).is_err(), "{out}");
         }
+    }
+
+    #[test]
+    fn a_pass_reads_the_signatures_of_every_device_but_lvs() {
+        // A PV holding a thin pool's hidden LVs and a volume with its gate stacked on it.
+        let dev = |kname: &str, ty: &str, children: &str| {
+            format!(
+                r#"{{"name":"{kname}","kname":"{kname}","type":"{ty}","size":"1G","ro":false,
+                   "rota":false,"fstype":null,"mountpoint":null,"children":[{children}]}}"#
+            )
+        };
+        let gate = dev("/dev/dm-4", "dm", "");
+        let volume = dev("/dev/dm-3", "lvm", &gate);
+        let lvs = [
+            dev("/dev/dm-0", "lvm", ""),
+            dev("/dev/dm-1", "lvm", ""),
+            volume,
+        ]
+        .join(",");
+        let tree = format!(
+            r#"{{"blockdevices":[{},{}]}}"#,
+            dev("/dev/vdb", "disk", &lvs),
+            dev("/dev/vdc", "disk", "")
+        );
+        let devices = parse_lsblk(&tree).expect("lsblk");
+        assert_eq!(
+            signatures_needed(&devices),
+            ["/dev/dm-4", "/dev/vdb", "/dev/vdc"]
+        );
     }
 }

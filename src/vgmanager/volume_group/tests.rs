@@ -15,11 +15,9 @@ use super::VolumeGroupUnit;
 use crate::api::LVMVolumeGroup;
 use crate::node::fixture;
 use crate::node::vg::actions::VolumeGroupAction as A;
-use crate::telemetry::metrics::{Metrics, Process};
 use crate::vgmanager::context::{HOST_KIND, HostClock, NodeCtx};
 use crate::vgmanager::fake_host::{Answer, FakeHost};
 use crate::vgmanager::node_api::RecordingApi;
-use crate::vgmanager::node_report::NodeReport;
 
 const VG: &str = "lvmsfix-thick";
 const NODE: &str = "node-a";
@@ -62,30 +60,16 @@ fn lvmvg(deleting: bool) -> LVMVolumeGroup {
 async fn rig(host: Arc<FakeHost>, vg: LVMVolumeGroup) -> Rig {
     let dir = tempfile::tempdir().expect("tempdir");
     let journal = Arc::new(Journal::open(dir.path().join("journal")).expect("journal"));
-    // Nothing listens there: every API call fails (retryably).
-    let config = kube::Config::new("http://127.0.0.1:9".parse().expect("url"));
-    let client = kube::Client::try_from(config).expect("client");
     let (volume_groups, mut writer) = reflector::store();
     writer.apply_watcher_event(&Event::Apply(vg));
-    let (node_statuses, _w) = reflector::store();
     let api = Arc::new(RecordingApi::default());
     api.fail.store(true, std::sync::atomic::Ordering::SeqCst);
-    let ctx = Arc::new(NodeCtx {
-        client,
-        api: api.clone(),
-        namespace: "lvms".into(),
-        node: NODE.into(),
-        host: host.clone(),
-        lvmd_path: dir.path().join("lvmd.yaml"),
-        report: NodeReport::default(),
+    let ctx = Arc::new(NodeCtx::for_tests(
+        host.clone(),
+        api.clone(),
+        dir.path().join("lvmd.yaml"),
         volume_groups,
-        node_statuses,
-        lvmd_lock: tokio::sync::Mutex::new(()),
-        gate_lock: tokio::sync::Mutex::new(()),
-        device_allowlist: None,
-        reconcile_interval: Duration::from_secs(30),
-        metrics: Metrics::new(Process::VgManager),
-    });
+    ));
     let unit = VolumeGroupUnit {
         unit: format!("vg/{VG}"),
         vg: VG.into(),
