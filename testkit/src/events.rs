@@ -30,3 +30,17 @@ pub fn series_count(e: &Event) -> u64 {
         .map(|s| u64::try_from(s.count).unwrap_or(0))
         .unwrap_or(1)
 }
+
+/// The Events with this reason about a Node (they go to `default`), by the Node's uid: a Node
+/// of the same name made again is another object.
+pub async fn about_node(client: &kube::Client, uid: &str, reason: &str) -> Vec<Event> {
+    kube::Api::<Event>::namespaced(client.clone(), "default")
+        .list(&kube::api::ListParams::default())
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some(reason))
+        .filter(|e| e.regarding.as_ref().and_then(|r| r.uid.as_deref()) == Some(uid))
+        .collect()
+}

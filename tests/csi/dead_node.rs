@@ -13,7 +13,6 @@
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
-use k8s_openapi::api::events::v1::Event;
 use kube::Api;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use lvms_testkit::eventually;
@@ -26,20 +25,6 @@ const GRACE_S: u64 = 20;
 
 fn claim(name: &str, class: &str) -> PersistentVolumeClaim {
     lvms_testkit::fixtures::csi::claim(name, &format!("lvms-{class}"), "20Mi", NODE, None)
-}
-
-/// Events in `default` (where Events about Nodes go) with this reason about this node-a
-/// (`uid`: other scenarios' node-a come and go in this process).
-async fn node_events(client: &kube::Client, uid: &str, reason: &str) -> Vec<Event> {
-    Api::<Event>::namespaced(client.clone(), "default")
-        .list(&ListParams::default())
-        .await
-        .map(|l| l.items)
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|e| e.reason.as_deref() == Some(reason))
-        .filter(|e| e.regarding.as_ref().and_then(|r| r.uid.as_deref()) == Some(uid))
-        .collect()
 }
 
 /// node-a's Ready condition as the node lifecycle controller (or kubelet) writes it.
@@ -159,7 +144,7 @@ async fn a_dead_node_is_written_off_after_its_grace_and_its_leftovers_are_found_
     )
     .await;
     let held = eventually(SLOW, || async {
-        node_events(&client, &uid, "NodeStillReady")
+        lvms_testkit::events::about_node(&client, &uid, "NodeStillReady")
             .await
             .into_iter()
             .next()
@@ -201,7 +186,7 @@ async fn a_dead_node_is_written_off_after_its_grace_and_its_leftovers_are_found_
         );
     }
     assert!(
-        node_events(&client, &uid, "VolumesWrittenOff")
+        lvms_testkit::events::about_node(&client, &uid, "VolumesWrittenOff")
             .await
             .is_empty()
     );
@@ -245,7 +230,7 @@ async fn a_dead_node_is_written_off_after_its_grace_and_its_leftovers_are_found_
             n.lvs()
         );
     }
-    let warned = node_events(&client, &uid, "VolumesWrittenOff").await;
+    let warned = lvms_testkit::events::about_node(&client, &uid, "VolumesWrittenOff").await;
     assert_eq!(warned.len(), 1, "{warned:?}");
     assert_eq!(warned[0].type_.as_deref(), Some("Warning"));
     let note = warned[0].note.clone().unwrap_or_default();
@@ -288,7 +273,7 @@ async fn a_dead_node_is_written_off_after_its_grace_and_its_leftovers_are_found_
     );
     // The Event goes out with the step's outcome, after the record's removal: waited for.
     let back = eventually(SLOW, || async {
-        let e = node_events(&client, &uid, "WrittenOffVolumesOnDisk").await;
+        let e = lvms_testkit::events::about_node(&client, &uid, "WrittenOffVolumesOnDisk").await;
         (!e.is_empty()).then_some(e)
     })
     .await
@@ -327,7 +312,7 @@ async fn a_dead_node_is_written_off_after_its_grace_and_its_leftovers_are_found_
         .await
         .expect("delete node-a");
     let still = eventually(SLOW, || async {
-        node_events(&client, &uid, "NodeStillReady")
+        lvms_testkit::events::about_node(&client, &uid, "NodeStillReady")
             .await
             .into_iter()
             .find(|e| e.note.as_deref().unwrap_or_default().contains("deleted"))
@@ -458,7 +443,7 @@ async fn a_write_off_killed_at_random_moments_converges_with_each_warning_once()
     .expect("the record on node-a");
     assert_eq!(record["count"], 3, "seed {seed}: {record}");
     let warned = eventually(SLOW, || async {
-        let w = node_events(&client, &uid, "VolumesWrittenOff").await;
+        let w = lvms_testkit::events::about_node(&client, &uid, "VolumesWrittenOff").await;
         (!w.is_empty()).then_some(w)
     })
     .await
@@ -474,7 +459,7 @@ async fn a_write_off_killed_at_random_moments_converges_with_each_warning_once()
     let forgotten = record_gone(&client).await;
     assert!(forgotten.is_some(), "seed {seed}: the record stayed");
     let back = eventually(SLOW, || async {
-        let w = node_events(&client, &uid, "WrittenOffVolumesOnDisk").await;
+        let w = lvms_testkit::events::about_node(&client, &uid, "WrittenOffVolumesOnDisk").await;
         (!w.is_empty()).then_some(w)
     })
     .await
@@ -488,7 +473,7 @@ async fn a_write_off_killed_at_random_moments_converges_with_each_warning_once()
         ("VolumesWrittenOff", &warned),
         ("WrittenOffVolumesOnDisk", &back),
     ] {
-        let all = node_events(&client, &uid, reason).await;
+        let all = lvms_testkit::events::about_node(&client, &uid, reason).await;
         assert_eq!(all.len(), 1, "seed {seed}: {reason}: {all:?}");
         assert_eq!(
             all[0].metadata.uid, first[0].metadata.uid,

@@ -228,7 +228,8 @@ impl ControlPlane {
                 // A terminating Pod on a Node tainted out-of-service and not Ready is
                 // force-deleted (what lets a dead node's claims go). Not the taint eviction
                 // controller: it needs the node lifecycle controller's Pod index, and that
-                // controller would mark every kubelet-less Node of this tier NotReady.
+                // controller would mark every kubelet-less Node of this tier NotReady (with
+                // real nodes both run, below).
                 "pod-garbage-collector-controller",
             ];
             if opts.real_nodes {
@@ -242,6 +243,11 @@ impl ControlPlane {
                     "endpoints-controller",
                     "endpointslice-controller",
                     "node-lifecycle-controller",
+                    // NoExecute taints evict: a node tainted out-of-service loses its Pods,
+                    // which Pod GC then force-deletes (tests/node dead-node). Not-ready and
+                    // unreachable are tolerated for 300 s (DefaultTolerationSeconds), longer
+                    // than a reboot scenario's outage.
+                    "taint-eviction-controller",
                     "persistentvolume-attach-detach-controller",
                     "ephemeral-volume-controller",
                 ]);

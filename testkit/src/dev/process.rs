@@ -6,6 +6,7 @@
 //! Detached mode (`lvms dev control-plane up`): children get their own session and are stopped
 //! by `down` through the pid files.
 
+use std::collections::BTreeSet;
 use std::fs::File;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
@@ -121,14 +122,54 @@ pub fn terminate_child(child: &mut std::process::Child, grace: std::time::Durati
     let _ = child.wait();
 }
 
-/// A loopback port nobody listens on right now (the OS picks it).
+/// A loopback port nobody listens on right now (the OS picks it), and never one this process
+/// handed out before: the port is free only until its user binds it, and the OS may pick the
+/// same one again for the next caller meanwhile (seen in CI: an operator and a vg-manager of one
+/// test given the same diagnostics port, the second failing with "Address already in use").
 pub fn free_port() -> std::io::Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port())
+    static GIVEN: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
+    for _ in 0..64 {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")?
+            .local_addr()?
+            .port();
+        let mut given = GIVEN
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if given.insert(port) {
+            return Ok(port);
+        }
+    }
+    Err(std::io::Error::new(
+        std::io::ErrorKind::AddrInUse,
+        "64 ports the OS offered in a row were handed out by this process already",
+    ))
 }
 
 pub fn alive(pid: i32) -> bool {
     // SAFETY: signal 0 only probes for existence.
     unsafe { libc::kill(pid, 0) == 0 }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    #[test]
+    fn free_ports_are_never_handed_out_twice_even_across_threads() {
+        let threads: Vec<_> = (0..4)
+            .map(|_| {
+                std::thread::spawn(|| {
+                    (0..200)
+                        .map(|_| super::free_port().unwrap())
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        let ports: Vec<u16> = threads
+            .into_iter()
+            .flat_map(|t| t.join().unwrap())
+            .collect();
+        let distinct: BTreeSet<u16> = ports.iter().copied().collect();
+        assert_eq!(distinct.len(), ports.len(), "a port handed out twice");
+    }
 }
