@@ -27,13 +27,17 @@ pub const HELM_SETS: &[(&str, &str)] = &[
 
 pub const CLUSTER: &str = "my-lvmcluster";
 
-/// `helm install lvms` of the chart with [`HELM_SETS`] and `sets`, or `helm uninstall lvms`;
-/// a failure is a panic with helm's output.
+/// `helm install lvms` of the chart with [`HELM_SETS`] and `sets`, `helm upgrade lvms` of it
+/// keeping the values installed and setting `sets`, or `helm uninstall lvms`; a failure is a
+/// panic with helm's output.
 pub fn helm(c: &Ctx, verb: &str, sets: &[(&str, &str)]) {
     let mut cmd = std::process::Command::new(helm_bin());
     cmd.args([verb, "lvms"]);
-    if verb == "install" {
+    if verb == "install" || verb == "upgrade" {
         cmd.arg(repo().join("deploy/helm/lvms"));
+        if verb == "upgrade" {
+            cmd.arg("--reuse-values");
+        }
         for (k, v) in HELM_SETS.iter().chain(sets) {
             cmd.arg("--set").arg(format!("{k}={v}"));
         }
@@ -97,6 +101,14 @@ pub async fn delete_cluster(c: &mut Ctx) {
         gone.then_some(())
     })
     .await;
+}
+
+/// The vg-manager DaemonSet the operator made, once there is one.
+pub async fn vg_manager_daemonset(c: kube::Client) -> Option<DaemonSet> {
+    Api::<DaemonSet>::namespaced(c, LVMS_NS)
+        .get("vg-manager")
+        .await
+        .ok()
 }
 
 fn pod_ready(p: &Pod) -> bool {
@@ -167,11 +179,7 @@ pub async fn helm_install_runs_lvms_as_pods_and_kubelet_registers_the_driver(c: 
         "the vg-manager DaemonSet's Pod ready",
         SLOW,
         |cl| async move {
-            let ds = Api::<DaemonSet>::namespaced(cl, LVMS_NS)
-                .get("vg-manager")
-                .await
-                .ok()?;
-            let s = ds.status?;
+            let s = vg_manager_daemonset(cl).await?.status?;
             (s.desired_number_scheduled == 1 && s.number_ready == 1).then_some(())
         },
     )

@@ -1,7 +1,8 @@
 //! The other install a user has: the kustomize tree (`kubectl apply --server-side -k
 //! deploy/default`), with the image names set in an overlay as a user sets them; then a claim in
-//! a Pod, and the uninstall again.
+//! a Pod, and the uninstall again, CRDs included.
 
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Api;
 use kube::api::{DeleteParams, DynamicObject, GroupVersionKind};
 use lvms_testkit::dev::deploy::{apply_all, render, write_namespace_overlay};
@@ -71,6 +72,37 @@ pub async fn the_kustomize_tree_installs_runs_a_pod_and_uninstalls(c: &mut Ctx) 
     delete_cluster(c).await;
     delete_objects(&c.client, &objects).await;
     assert_nothing_left(c, "leftovers-k").await;
+    // Then the CRDs, as `kubectl delete -k` takes them too: the swap node runs this scenario
+    // first, and LVMS's own install after it starts from no lvm.topolvm.io API at all.
+    delete_crds(c, &objects).await;
+}
+
+/// Deletes the tree's CustomResourceDefinitions and waits until the API server serves none of
+/// them (a CRD goes once its objects have).
+async fn delete_crds(c: &mut Ctx, objects: &[Value]) {
+    let crds: Vec<String> = objects
+        .iter()
+        .filter(|o| o["kind"] == "CustomResourceDefinition")
+        .filter_map(|o| o["metadata"]["name"].as_str().map(str::to_string))
+        .collect();
+    assert!(!crds.is_empty(), "the tree renders no CRD");
+    let api = Api::<CustomResourceDefinition>::all(c.client.clone());
+    for name in &crds {
+        let _ = api.delete(name, &DeleteParams::default()).await;
+    }
+    c.until("the tree's CRDs gone", SLOW, |cl| {
+        let crds = crds.clone();
+        async move {
+            let api = Api::<CustomResourceDefinition>::all(cl);
+            for name in &crds {
+                if api.get_opt(name).await.ok()?.is_some() {
+                    return None;
+                }
+            }
+            Some(())
+        }
+    })
+    .await;
 }
 
 /// `kubectl delete -k`: every rendered object but the CRDs (kept, as Helm keeps them), in

@@ -12,6 +12,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
 mod ctx;
+mod dead_node;
 mod demo;
 mod group_snapshot;
 mod install;
@@ -55,6 +56,19 @@ const SCENARIOS: &[Scenario] = &[
         needs: &[],
         run: |c| {
             Box::pin(install::helm_install_runs_lvms_as_pods_and_kubelet_registers_the_driver(c))
+        },
+    },
+    // Right after the install, while its own claims are the only ones on the node (all of a dead
+    // node's claims are written off): the node is powered off and boots again.
+    Scenario {
+        name: "dead-node",
+        needs: &[],
+        run: |c| {
+            Box::pin(
+                dead_node::a_dead_node_is_written_off_and_what_it_left_is_repaired_when_it_returns(
+                    c,
+                ),
+            )
         },
     },
     // `make demo` (install, demo, teardown): for reading; `make test` skips it.

@@ -38,7 +38,7 @@ async fn vg_manager_restarts(client: kube::Client) -> Option<i32> {
 }
 
 /// TopoLVM's LogicalVolumes (cluster-scoped).
-fn logical_volumes(client: kube::Client) -> Api<DynamicObject> {
+pub fn logical_volumes(client: kube::Client) -> Api<DynamicObject> {
     let ar = ApiResource::from_gvk(&GroupVersionKind::gvk("topolvm.io", "v1", "LogicalVolume"));
     Api::all_with(client, &ar)
 }
