@@ -80,7 +80,8 @@ const SCENARIOS: &[Scenario] = &[
     },
     Scenario {
         name: "thin-autoextend",
-        kernels: &[Kernel::K6_12],
+        // On 6.1: the 6.12 group leads to the real node, the longer of make test's two chains.
+        kernels: &[Kernel::K6_1],
         kills: &[],
         run: |c| {
             Box::pin(thin::a_pool_under_a_writer_is_extended_before_writes_fail(
