@@ -7,8 +7,12 @@ log=$(mktemp)
 failures=$(mktemp)
 start=$(date +%s)
 rc=0 unreported=0
+# since: seconds since the tests began (each phase says when it ended, so a CI log cut to its
+# tail still shows which chain was the longest).
+since() { echo "$(( $(date +%s) - start ))s"; }
 cargo test --workspace --all-targets --no-fail-fast 2>&1 | tee "$log" || rc=1
 cargo test -p lvms-journal --features failpoints --test failpoints 2>&1 | tee -a "$log" || rc=1
+echo "== host suites done at $(since)"
 # The real-kernel tier (tests/guest, one guest per kernel; `test = false` keeps it out of the
 # run above). The two kernels' groups run at once: TCG runs a guest on one host core, so on 2
 # cores the second guest costs little wall time. Which scenarios run on which kernel, and the
@@ -17,13 +21,14 @@ cargo test -p lvms-journal --features failpoints --test failpoints 2>&1 | tee -a
 # override the group snapshots' rounds (5 here; 20 by hand) and kills per kernel.
 #
 # The real node tier (tests/node: kubelet and containerd in a 6.12 guest, lvms installed with
-# helm and running as Pods) runs after the 6.12 group; its swap scenarios (LVMS itself, then the
-# swap to lvms and back) on a node of their own after the 6.1 group, so the two chains take
-# about as long and never more than two emulated guests share the two cores (docs/testing.md).
-# LVMS_NODE_SCENARIOS picks the first node's scenarios (default: all of them but `demo`,
-# `make demo`'s, and the swap ones, in the tier's order); LVMS_SWAP_SCENARIOS the second's
-# (empty: no second node).
+# helm and running as Pods) runs after the 6.12 group, every scenario on one node, the swap ones
+# (LVMS itself, then the swap to lvms and back) last, on the disks lvms left clean. Two nodes at
+# once slowed each other down about 2.5× (two vCPUs each on two cores): more than running one
+# after the other, and a boot more (docs/testing.md). LVMS_NODE_SCENARIOS picks the node's
+# scenarios (default: all of them but `demo`, `make demo`'s, in the tier's order);
+# LVMS_SWAP_SCENARIOS, when set, moves those to a second node after the 6.1 group.
 cargo test --test guest --test node --no-run 2>&1 | tee -a "$log" || rc=1
+echo "== guest and node tiers built at $(since)"
 gdir=$(mktemp -d)
 # panicked_failures TAG: the tests $gdir/TAG.1 failed, if its guest kernel panicked (seen in
 # CI under TCG: a slab oops in a kworker on 6.12, an int3 oops in a node's reboot); nothing
@@ -39,7 +44,10 @@ group() {
   shift
   while [ "$1" != -- ]; do envs+=("$1"); shift; done
   shift
+  local t0
+  t0=$(date +%s)
   env "${envs[@]}" cargo test --test guest -- "$@" 2>&1 | tee "$gdir/$tag.1" | sed -u "s/^/[$tag] /"
+  echo "== [$tag] done in $(( $(date +%s) - t0 ))s, at $(since)"
   local failed
   failed=$(panicked_failures "$tag")
   [ -n "$failed" ] || return 0
@@ -50,13 +58,16 @@ group() {
 kills1=() kills2=()
 [ -n "${LVMS_GROUP_KILLS:-}" ] && kills1=(LVMS_GROUP_KILLS="$LVMS_GROUP_KILLS")
 [ -n "${LVMS_GROUP_KILLS_2:-}" ] && kills2=(LVMS_GROUP_KILLS="$LVMS_GROUP_KILLS_2")
-SWAP=${LVMS_SWAP_SCENARIOS-lvms-go lvms-go-volumes swap swap-back}
+SWAP=${LVMS_SWAP_SCENARIOS-}
 # node TAG ARGS...: one real node, its scenarios chosen by ARGS, its output tagged and kept in
 # $gdir/TAG.1 as a group's.
 node() {
   local tag=$1
   shift
+  local t0
+  t0=$(date +%s)
   cargo test --test node -- "$@" 2>&1 | tee "$gdir/$tag.1" | sed -u "s/^/[$tag] /"
+  echo "== [$tag] done in $(( $(date +%s) - t0 ))s, at $(since)"
   # As a group's, on a new node (lvms's own scenarios between an install and a teardown).
   local failed
   failed=$(panicked_failures "$tag")
@@ -85,7 +96,8 @@ two=$!
 wait $one $two
 # What each group counts: a panicked run's passes and its rerun's results, else its one run.
 for tag in k6.1 k6.12 node swap; do
-  # The swap node runs unless LVMS_SWAP_SCENARIOS is empty; any other missing run is a failure.
+  # The swap node runs only when LVMS_SWAP_SCENARIOS names scenarios; any other missing run is
+  # a failure.
   [ "$tag" = swap ] && [ -z "$SWAP" ] && continue
   final=$gdir/$tag.1
   if [ -f "$gdir/$tag.2" ]; then

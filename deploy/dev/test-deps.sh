@@ -13,6 +13,8 @@
 #   shellcheck  tests/guest_scripts checks the guest tier's shell
 #   mmdebstrap  the real node's root and the lvms image's Debian root (build-node.sh,
 #               build-images.sh); e2fsprogs' mke2fs and debugfs write and read the node's disk
+#   busybox-static  the node's pause and workload images (build-images.sh): `make demo` builds
+#               no guest whose busybox it could take
 set -euo pipefail
 
 die() { echo "test-deps: $*" >&2; exit 1; }
@@ -20,7 +22,7 @@ command -v cargo >/dev/null || die "cargo is missing: install Rust (rustup) >= 1
 command -v go >/dev/null || die "go is missing: Go >= 1.26 builds the test peers (etcd, kube-apiserver, ...)"
 
 missing=()
-for pair in python3:python3 make:make vgcreate:lvm2 mkfs.ext4:e2fsprogs losetup:util-linux blkid:util-linux wipefs:util-linux dash:dash shellcheck:shellcheck mmdebstrap:mmdebstrap debugfs:e2fsprogs; do
+for pair in python3:python3 make:make vgcreate:lvm2 mkfs.ext4:e2fsprogs losetup:util-linux blkid:util-linux wipefs:util-linux dash:dash shellcheck:shellcheck mmdebstrap:mmdebstrap debugfs:e2fsprogs busybox:busybox-static; do
   tool=${pair%%:*}; pkg=${pair##*:}
   if ! command -v "$tool" >/dev/null && [ ! -x "/usr/sbin/$tool" ] && [ ! -x "/sbin/$tool" ]; then
     [[ " ${missing[*]-} " == *" $pkg "* ]] || missing+=("$pkg")
