@@ -48,7 +48,8 @@
 //!    left Bound (8a), then 100 at once again (8b): phase 5's figures on a node holding N more
 //!    volumes, and their ratio to phase 5's.
 //!
-//! `LVMS_NODE_VERSUS_STORMS_ONLY=1` runs phases 5–8 only (2–4 share their claims, 7 deletes 5's).
+//! `LVMS_NODE_VERSUS_STORMS_ONLY=1` runs phases 5–8 only (2–4 share their claims, 7 deletes 5's);
+//! `LVMS_NODE_VERSUS_PODS_ONLY=1` phases 1–2 only.
 //!
 //! Times come from watches (claims, Pods, snapshots, PVs) timestamping each change as it
 //! arrives. A wait that outlives its limit (10 min + 20 s per object; 30 min for the
@@ -984,12 +985,20 @@ async fn phases(c: &mut Ctx, m: &mut Meter, tag: &str, preload: usize, run: &mut
     if !storms_only() {
         mounted_phases(c, m, tag, run).await;
     }
-    storm_phases(c, m, tag, preload, run).await;
+    if !pods_only() {
+        storm_phases(c, m, tag, preload, run).await;
+    }
 }
 
 /// `LVMS_NODE_VERSUS_STORMS_ONLY=1`: phases 5–8 only (a run of the storms on their own).
 fn storms_only() -> bool {
     std::env::var("LVMS_NODE_VERSUS_STORMS_ONLY").is_ok_and(|v| v == "1")
+}
+
+/// `LVMS_NODE_VERSUS_PODS_ONLY=1`: phases 1–2 only (claims with Pods in a row: the Pod → Running
+/// comparison, ~10 min a peer where all phases take 40–60).
+fn pods_only() -> bool {
+    std::env::var("LVMS_NODE_VERSUS_PODS_ONLY").is_ok_and(|v| v == "1")
 }
 
 /// Phases 1–4: one claim, 20 mounted in a row, their snapshots and restores, their growth.
@@ -1041,6 +1050,9 @@ async fn mounted_phases(c: &mut Ctx, m: &mut Meter, tag: &str, run: &mut Run) {
     m.end(c, &mut p, IN_A_ROW).await;
     add_retries(c, &mut p, &format!("{tag}-m")).await;
     run.phases.push(p);
+    if pods_only() {
+        return;
+    }
     let mounted: Vec<String> = starts.into_iter().map(|s| s.0).collect();
 
     // 3. Snapshots of the mounted claims, then claims restored from them.
@@ -1934,10 +1946,10 @@ async fn bench() -> Result<()> {
         lvms_go::VERSION,
         Timestamp::now().strftime("%Y-%m-%d %H:%M"),
         peers.iter().map(|p| p.name()).collect::<Vec<_>>().join(","),
-        if storms_only() {
-            ", LVMS_NODE_VERSUS_STORMS_ONLY=1"
-        } else {
-            ""
+        match (storms_only(), pods_only()) {
+            (true, _) => ", LVMS_NODE_VERSUS_STORMS_ONLY=1",
+            (false, true) => ", LVMS_NODE_VERSUS_PODS_ONLY=1",
+            (false, false) => "",
         },
         lvms_commit(),
         machine(),
