@@ -393,16 +393,24 @@ impl HostVolumes {
     }
 
     /// Brings the volume's gate to its LV (made, or loaded with the LV's size); returns the
-    /// gate's device path.
-    async fn ensure_gate(&self, volume_id: &str, lv: &FoundLv) -> Result<String, CsiError> {
+    /// gate's device path. `present`: whether the caller, holding the gate lock since it looked,
+    /// saw the gate (only that lock's holders make or remove gates, so the look still holds and
+    /// is not repeated).
+    async fn ensure_gate(
+        &self,
+        volume_id: &str,
+        lv: &FoundLv,
+        present: bool,
+    ) -> Result<String, CsiError> {
         let reads = self.reads();
         let lv_number = reads.device_number(&lv.device(volume_id)).await?;
         let bytes = lv
             .size
             .ok_or_else(|| CsiError::unavailable(format!("lvs gave no size for {volume_id}")))?;
-        let current = match reads.gate(volume_id).await? {
-            Some(_) => Some(reads.gate_table(volume_id).await?),
-            None => None,
+        let current = if present {
+            Some(reads.gate_table(volume_id).await?)
+        } else {
+            None
         };
         let name = gate::name(volume_id);
         match gate::plan(current.as_ref(), bytes / 512, &lv_number) {
@@ -510,7 +518,7 @@ impl HostVolumes {
         };
         let steps = plan_publish(spec, &view)?;
         if !block && !steps.is_empty() {
-            device = self.ensure_gate(&spec.volume_id, &lv).await?;
+            device = self.ensure_gate(&spec.volume_id, &lv, has_gate).await?;
         }
         let mut fresh = false;
         for step in steps {
@@ -601,7 +609,7 @@ impl HostVolumes {
         };
         // The filesystem grows to its device: a gate first takes the LV's new size.
         if reads.gate(volume_id).await?.is_some() {
-            self.ensure_gate(volume_id, &lv).await?;
+            self.ensure_gate(volume_id, &lv, true).await?;
         }
         let argv = resize_argv(&m)?;
         let step = NodeStep::ResizeFilesystem {

@@ -1,4 +1,5 @@
-//! The node service's reads on a fake host: what a stats call costs in host commands.
+//! The node service on a fake host: what a stats call and a first publish cost in host
+//! commands.
 
 use std::sync::Arc;
 
@@ -6,9 +7,10 @@ use kube::runtime::reflector;
 use lvms_journal::Journal;
 
 use super::HostVolumes;
+use crate::csi::node::publish::{Kind, PublishSpec};
 use crate::csi::node::service::NodeVolumes;
 use crate::vgmanager::context::NodeCtx;
-use crate::vgmanager::fake_host::FakeHost;
+use crate::vgmanager::fake_host::{Answer, FakeHost};
 use crate::vgmanager::host::{HostOps, program_name};
 use crate::vgmanager::node_api::RecordingApi;
 
@@ -21,7 +23,8 @@ const LVMD: &str = "device-classes:
 /// Two active LVs, each published at its own path through its gate.
 const LVS: &str = r#"{"report": [{"lv": [
   {"lv_name":"lv1", "vg_name":"vg1", "pool_lv":"", "lv_attr":"-wi-ao----", "lv_size":"41943040", "metadata_percent":"", "chunk_size":"0", "lv_metadata_size":"", "sync_percent":"", "lv_health_status":"", "lv_layout":"linear", "raid_sync_action":""},
-  {"lv_name":"lv2", "vg_name":"vg1", "pool_lv":"", "lv_attr":"-wi-ao----", "lv_size":"41943040", "metadata_percent":"", "chunk_size":"0", "lv_metadata_size":"", "sync_percent":"", "lv_health_status":"", "lv_layout":"linear", "raid_sync_action":""}
+  {"lv_name":"lv2", "vg_name":"vg1", "pool_lv":"", "lv_attr":"-wi-ao----", "lv_size":"41943040", "metadata_percent":"", "chunk_size":"0", "lv_metadata_size":"", "sync_percent":"", "lv_health_status":"", "lv_layout":"linear", "raid_sync_action":""},
+  {"lv_name":"lv3", "vg_name":"vg1", "pool_lv":"", "lv_attr":"-wi-a-----", "lv_size":"41943040", "metadata_percent":"", "chunk_size":"0", "lv_metadata_size":"", "sync_percent":"", "lv_health_status":"", "lv_layout":"linear", "raid_sync_action":""}
 ]}]}"#;
 const TARGET_1: &str = "/var/lib/kubelet/pods/p1/volumes/kubernetes.io~csi/pv-1/mount";
 const TARGET_2: &str = "/var/lib/kubelet/pods/p2/volumes/kubernetes.io~csi/pv-2/mount";
@@ -46,7 +49,8 @@ fn rig() -> Rig {
     host.block_device("/dev/mapper/lvms-lv1", "254:3")
         .block_device("/dev/mapper/lvms-lv2", "254:4")
         .block_device("/dev/vg1/lv1", "254:1")
-        .block_device("/dev/vg1/lv2", "254:2");
+        .block_device("/dev/vg1/lv2", "254:2")
+        .block_device("/dev/vg1/lv3", "254:5");
     let journal = Arc::new(Journal::open(dir.path().join("journal")).expect("journal"));
     // No read here may need the API: its client reaches nothing.
     let ctx = Arc::new(NodeCtx::for_tests(
@@ -112,5 +116,40 @@ async fn a_path_mounted_from_another_device_is_still_read_in_full_and_refused() 
         programs(&r).contains(&"dmsetup".to_string()),
         "{:?}",
         r.host.calls()
+    );
+}
+
+#[tokio::test]
+async fn a_first_publish_looks_for_the_gate_once_and_runs_nothing_it_need_not() {
+    let r = rig();
+    // No signature anywhere yet (blkid's exit 2), no device-mapper device.
+    r.host.answer("blkid", [Answer::Fails(2, String::new())]);
+    let spec = PublishSpec {
+        volume_id: "lv3".into(),
+        target: "/var/lib/kubelet/pods/p3/volumes/kubernetes.io~csi/pv-3/mount".into(),
+        kind: Kind::Filesystem {
+            fs_type: "xfs".into(),
+            options: vec!["nouuid".into()],
+        },
+        readonly: false,
+    };
+    r.volumes.publish(&spec).await.expect("publish");
+    // The LV, the gate looked for (none), the LV's signature (buffers flushed, then blkid); the
+    // gate made; the guard next to mkfs (kept: a signature seen then is never formatted over),
+    // mkfs, the mount. No second look for the gate: the lock held since the first says.
+    assert_eq!(
+        programs(&r),
+        [
+            "lvs", "dmsetup", "blockdev", "blkid", "dmsetup", "dmsetup", "blockdev", "blkid",
+            "mkfs.xfs", "mount"
+        ],
+        "{:?}",
+        r.host.calls()
+    );
+    let calls = r.host.calls();
+    assert_eq!(
+        calls[4][1..3],
+        ["create".to_string(), "lvms-lv3".to_string()],
+        "{calls:?}"
     );
 }
