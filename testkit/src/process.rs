@@ -37,6 +37,15 @@ pub fn dev_bin() -> PathBuf {
             let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
             let mut build = std::process::Command::new(&cargo);
             build.args(["build", "-q", "-p", "lvms-testkit", "--bin", "lvms-dev"]);
+            // Not with the variables cargo set for this test (CARGO_PKG_NAME, OUT_DIR, ...):
+            // ring's build script reruns when they change, so a build that kept them built ring
+            // and everything above it again, and the next plain `cargo test` did so once more
+            // (~1.5 min at the node tier's start in make test).
+            for (name, _) in std::env::vars_os() {
+                if name.to_str().is_some_and(set_by_cargo_for_a_test) {
+                    build.env_remove(name);
+                }
+            }
             if release {
                 build.arg("--release");
             }
@@ -55,8 +64,50 @@ pub fn dev_bin() -> PathBuf {
         .clone()
 }
 
+/// Whether cargo sets `name` for a test or bench it runs (as opposed to a user's setting, such
+/// as CARGO_HOME, CARGO_TARGET_DIR or CARGO_INCREMENTAL, which a nested build must keep).
+fn set_by_cargo_for_a_test(name: &str) -> bool {
+    matches!(
+        name,
+        "OUT_DIR" | "CARGO_CRATE_NAME" | "CARGO_PRIMARY_PACKAGE" | "CARGO_TARGET_TMPDIR"
+    ) || ["CARGO_PKG_", "CARGO_MANIFEST_", "CARGO_BIN_"]
+        .iter()
+        .any(|p| name.starts_with(p))
+}
+
 /// The last `n` lines of `text`.
 pub fn tail(text: &str, n: usize) -> String {
     let lines: Vec<&str> = text.lines().collect();
     lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_nested_build_drops_what_cargo_set_for_the_test_and_keeps_the_users_settings() {
+        for set in [
+            "CARGO_PKG_NAME",
+            "CARGO_PKG_VERSION_MAJOR",
+            "CARGO_MANIFEST_DIR",
+            "CARGO_MANIFEST_LINKS",
+            "CARGO_BIN_EXE_lvms",
+            "CARGO_CRATE_NAME",
+            "CARGO_PRIMARY_PACKAGE",
+            "CARGO_TARGET_TMPDIR",
+            "OUT_DIR",
+        ] {
+            assert!(super::set_by_cargo_for_a_test(set), "{set}");
+        }
+        for kept in [
+            "CARGO",
+            "CARGO_HOME",
+            "CARGO_TARGET_DIR",
+            "CARGO_INCREMENTAL",
+            "CARGO_TERM_COLOR",
+            "CARGO_BUILD_JOBS",
+            "PATH",
+        ] {
+            assert!(!super::set_by_cargo_for_a_test(kept), "{kept}");
+        }
+    }
 }
