@@ -374,12 +374,7 @@ pub async fn a_dead_node_is_written_off_and_what_it_left_is_repaired_when_it_ret
     // The node's own audit (its journal holds both lvcreates; nothing names the LVs now).
     let a = audit(c, true);
     assert_eq!(findings(&a, &lvs), each("leaked-lv", &lvs), "{a:#}");
-    let on_disk = c
-        .on_node(
-            "dead-lvs",
-            "lvm lvs --noheadings -o lv_name vg1 | tr -d ' '",
-        )
-        .await;
+    let on_disk = lvs_in_vg1(c, "dead-lvs").await;
     for lv in &lvs {
         assert!(
             on_disk.lines().any(|l| l == lv),
@@ -401,12 +396,7 @@ pub async fn a_dead_node_is_written_off_and_what_it_left_is_repaired_when_it_ret
         assert!(Instant::now() < deadline, "leaked LVs stayed: {a:#}");
         tokio::time::sleep(Duration::from_secs(5)).await;
     }
-    let on_disk = c
-        .on_node(
-            "dead-lvs-repaired",
-            "lvm lvs --noheadings -o lv_name vg1 | tr -d ' '",
-        )
-        .await;
+    let on_disk = lvs_in_vg1(c, "dead-lvs-repaired").await;
     for lv in &lvs {
         assert!(
             !on_disk.lines().any(|l| l == lv),
@@ -439,6 +429,12 @@ pub async fn a_dead_node_is_written_off_and_what_it_left_is_repaired_when_it_ret
     let before = daemonset_generation(&client).await;
     helm(c, "upgrade", &[("audit.repair", "none")]);
     rolled_out(c, false, before).await;
+}
+
+/// The LV names in the node's `vg1`, as lvm2 reports them (a probe Pod named `tag`).
+async fn lvs_in_vg1(c: &mut Ctx, tag: &str) -> String {
+    c.on_node(tag, "lvm lvs --noheadings -o lv_name vg1 | tr -d ' '")
+        .await
 }
 
 /// Waits until the operator has changed the vg-manager DaemonSet (past generation `before`)
