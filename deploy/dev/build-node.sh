@@ -108,7 +108,9 @@ EOF
 # kubelet: cgroupfs, containerd's socket, no DNS (nothing here resolves names), eviction off
 # (a test node has no room to spare), the read-only port for its metrics, CSIVolumeHealth (alpha:
 # kubelet turns an abnormal NodeGetVolumeStats condition into a Pod Event and a metric) and
-# volume stats every 20 s instead of each minute (the scenarios wait for them).
+# volume stats every 20 s instead of each minute (the scenarios wait for them), and its serving
+# certificate from the configuration disk (the test makes it: one kubelet makes itself is written
+# without an fsync, and is empty after a power cut soon after).
 cat >"$root/etc/kubernetes/kubelet.yaml" <<'EOF'
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
@@ -128,6 +130,8 @@ imageGCLowThresholdPercent: 99
 evictionHard: {memory.available: "1Mi", nodefs.available: "1%", imagefs.available: "1%"}
 featureGates: {CSIVolumeHealth: true}
 volumeStatsAggPeriod: 20s
+tlsCertFile: /etc/kubernetes/kubelet-serving.crt
+tlsPrivateKeyFile: /etc/kubernetes/kubelet-serving.key
 EOF
 cat >"$root/etc/kubernetes/kube-proxy.yaml" <<'EOF'
 apiVersion: kubeproxy.config.k8s.io/v1alpha1

@@ -71,8 +71,18 @@ say "containerd ready"
 
 kube-proxy --config /etc/kubernetes/kube-proxy.yaml --hostname-override="$NODE_NAME" \
   >>/var/log/kube-proxy.log 2>&1 &
-kubelet --config /etc/kubernetes/kubelet.yaml --kubeconfig /etc/kubernetes/kubelet.kubeconfig \
-  --hostname-override="$NODE_NAME" --node-ip=10.0.2.15 >>/var/log/kubelet.log 2>&1 &
+# kubelet restarted when it ends, as systemd's Restart=always does on a real node; each end is
+# said on the console (the test gives up on a node whose kubelet keeps ending).
+(
+  while [ ! -e /run/lvms-node-stopping ]; do
+    kubelet --config /etc/kubernetes/kubelet.yaml --kubeconfig /etc/kubernetes/kubelet.kubeconfig \
+      --hostname-override="$NODE_NAME" --node-ip=10.0.2.15 >>/var/log/kubelet.log 2>&1
+    rc=$?
+    [ -e /run/lvms-node-stopping ] && break
+    say "kubelet exited (status $rc), restarting in 5 s"
+    sleep 5
+  done
+) &
 # kubelet's errors on the console: a stall under emulation is diagnosed from it alone.
 (tail -n0 -F /var/log/kubelet.log 2>/dev/null | grep --line-buffered '^E' | cut -c1-300 >/dev/console) &
 say "kubelet started"
@@ -80,6 +90,7 @@ say "kubelet started"
 # PID 1: reap whatever ends; a TERM (the test's graceful stop) stops the node.
 stop() {
   say "stopping"
+  touch /run/lvms-node-stopping
   # shellcheck disable=SC2046 # one pid per word
   kill $(busybox pidof kubelet kube-proxy) 2>/dev/null
   sleep 2

@@ -161,22 +161,113 @@ fn base64(bytes: &[u8]) -> String {
     out
 }
 
-/// Unmounts its mount point when dropped (also when a preload step panics).
-struct LoopMount(PathBuf);
+/// The host's loop mount of the node's root while its images are imported. [`LoopMount::unmount`]
+/// is the checked way out; dropping it (a preload step panicked) only tries.
+struct LoopMount {
+    mnt: PathBuf,
+    img: PathBuf,
+    done: bool,
+}
+
+impl LoopMount {
+    /// Unmounts and proves the root is the node's alone again: not mounted here, no loop device
+    /// on it, and its journal clean. A root QEMU boots while this host still has it mounted is
+    /// written by two kernels at once (seen in CI: the node's ext4 "recovery complete" on a fresh
+    /// disk, then kubelet's own new certificate read back empty, and no node).
+    fn unmount(mut self) {
+        let mut last = String::new();
+        for _ in 0..240 {
+            match Command::new("umount").arg(&self.mnt).output() {
+                Ok(o) if o.status.success() => break,
+                Ok(o) => last = String::from_utf8_lossy(&o.stderr).trim().to_string(),
+                Err(e) => last = e.to_string(),
+            }
+            std::thread::sleep(Duration::from_millis(250));
+        }
+        self.done = true;
+        let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
+        // As the kernel lists it (a symlink in the work path resolved).
+        let mnt = std::fs::canonicalize(&self.mnt)
+            .unwrap_or_else(|_| self.mnt.clone())
+            .display()
+            .to_string();
+        assert!(
+            !mounts
+                .lines()
+                .any(|l| l.split(' ').nth(1) == Some(mnt.as_str())),
+            "the node's root is still mounted at {mnt} after a minute of umount ({last});              what holds it:\n{}",
+            holders(&self.mnt)
+        );
+        let out = Command::new("losetup")
+            .arg("-j")
+            .arg(&self.img)
+            .output()
+            .expect("losetup (util-linux)");
+        let attached = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        if !attached.is_empty() {
+            // autoclear detaches it once the last user is gone; a stray one is detached here.
+            for dev in attached.lines().filter_map(|l| l.split(':').next()) {
+                let _ = Command::new("losetup").args(["-d", dev]).status();
+            }
+        }
+        let out = Command::new("dumpe2fs")
+            .arg("-h")
+            .arg(&self.img)
+            .output()
+            .expect("dumpe2fs (e2fsprogs)");
+        let head = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            root_is_clean(&head),
+            "the node's root {} is not clean after the image import's unmount:\n{head}",
+            self.img.display()
+        );
+    }
+}
 
 impl Drop for LoopMount {
     fn drop(&mut self) {
+        if self.done {
+            return;
+        }
         for _ in 0..20 {
-            let ok = Command::new("umount")
-                .arg(&self.0)
+            if Command::new("umount")
+                .arg(&self.mnt)
                 .status()
-                .is_ok_and(|s| s.success());
-            if ok {
+                .is_ok_and(|s| s.success())
+            {
                 return;
             }
             std::thread::sleep(Duration::from_millis(250));
         }
     }
+}
+
+/// Who has files open under `mnt` (fuser's answer, for a failure message).
+fn holders(mnt: &Path) -> String {
+    Command::new("fuser")
+        .arg("-vm")
+        .arg(mnt)
+        .output()
+        .map(|o| {
+            format!(
+                "{}{}",
+                String::from_utf8_lossy(&o.stdout),
+                String::from_utf8_lossy(&o.stderr)
+            )
+        })
+        .unwrap_or_else(|e| format!("fuser: {e}"))
+}
+
+/// Whether `dumpe2fs -h` shows a cleanly unmounted ext4: state clean, no journal to recover.
+fn root_is_clean(dumpe2fs_head: &str) -> bool {
+    let field = |name: &str| {
+        dumpe2fs_head
+            .lines()
+            .find_map(|l| l.strip_prefix(name).map(|v| v.trim().to_string()))
+    };
+    field("Filesystem state:").is_some_and(|s| s == "clean")
+        && field("Filesystem features:")
+            .is_some_and(|f| !f.split_whitespace().any(|x| x == "needs_recovery"))
 }
 
 /// Imports every image of `images` (its images.txt) into the containerd store on the node's
@@ -202,7 +293,11 @@ fn preload_images(image: &NodeImage, root_img: &Path, images: &Path, work: &Path
         "loop-mounting the node's root to import its images: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let _mounted = LoopMount(mnt.clone());
+    let mounted = LoopMount {
+        mnt: mnt.clone(),
+        img: root_img.to_path_buf(),
+        done: false,
+    };
     let sock = state.join("containerd.sock");
     let config = work.join("preload-containerd.toml");
     std::fs::write(
@@ -264,6 +359,7 @@ state = \"{}\"
         );
     }
     crate::dev::process::terminate_child(&mut containerd, Duration::from_secs(10));
+    mounted.unmount();
 }
 
 impl RealNode {
@@ -312,6 +408,14 @@ impl RealNode {
             kubeconfig(&server, &ca, &crt, &key),
         )
         .expect("kube-proxy.kubeconfig");
+        let (crt, key) = cp
+            .pki
+            .kubelet_serving(&spec.name, &[[10, 0, 2, 15].into()])
+            .expect("kubelet's serving certificate");
+        std::fs::copy(&crt, cfg.join("etc/kubernetes/kubelet-serving.crt"))
+            .expect("kubelet-serving.crt");
+        std::fs::copy(&key, cfg.join("etc/kubernetes/kubelet-serving.key"))
+            .expect("kubelet-serving.key");
         std::fs::copy(&ca, cfg.join("etc/kubernetes/ca.crt")).expect("ca.crt");
         std::fs::write(cfg.join("node.env"), format!("NODE_NAME={}\n", spec.name))
             .expect("node.env");
@@ -509,6 +613,14 @@ impl RealNode {
                 self.start();
                 continue;
             }
+            let console = self.console();
+            assert!(
+                kubelet_ends(&console) < KUBELET_ENDS_GIVEN_UP,
+                "node {}'s kubelet ended {KUBELET_ENDS_GIVEN_UP} times before the node was \
+                 Ready (its errors are on the console); console:\n{}",
+                self.spec.name,
+                crate::process::tail(&console, 60)
+            );
             assert!(
                 self.running(),
                 "node {} stopped before it was Ready; console:\n{}",
@@ -541,6 +653,18 @@ impl RealNode {
             .success()
             .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
     }
+}
+
+/// How many ends of kubelet the node gives before a wait for Ready stops (node-init.sh restarts
+/// it each time, as systemd would): a kubelet that cannot start does not start by waiting.
+const KUBELET_ENDS_GIVEN_UP: usize = 3;
+
+/// How many times kubelet ended in this boot's console (node-init.sh says each).
+fn kubelet_ends(console: &str) -> usize {
+    console
+        .lines()
+        .filter(|l| l.starts_with("LVMS-NODE kubelet exited"))
+        .count()
 }
 
 /// A GET of `path` on kubelet's read-only port, forwarded to the host at `port`
@@ -584,6 +708,38 @@ mod tests {
         assert_eq!(base64(b"fo"), "Zm8=");
         assert_eq!(base64(b"foo"), "Zm9v");
         assert_eq!(base64(b"foobar"), "Zm9vYmFy");
+    }
+
+    #[test]
+    fn only_a_clean_state_without_a_journal_to_recover_is_a_clean_root() {
+        let head = |state: &str, features: &str| {
+            format!(
+                "Filesystem volume name:   lvms-node\nFilesystem features:      {features}\n\
+                 Filesystem state:         {state}\nErrors behavior:          Continue\n"
+            )
+        };
+        let ok = "has_journal ext_attr resize_inode dir_index filetype extent 64bit";
+        assert!(root_is_clean(&head("clean", ok)));
+        // Still mounted somewhere (or cut off mid-write): the journal wants replaying.
+        assert!(!root_is_clean(&head(
+            "clean",
+            "has_journal ext_attr filetype needs_recovery extent"
+        )));
+        assert!(!root_is_clean(&head("not clean", ok)));
+        assert!(!root_is_clean(&head("clean with errors", ok)));
+        // dumpe2fs printed nothing we could read: not proven clean.
+        assert!(!root_is_clean(""));
+    }
+
+    #[test]
+    fn kubelet_ends_are_counted_from_node_inits_lines_only() {
+        let console = "LVMS-NODE kubelet started\n\
+            E1202 16:11:48.447392 275 run.go:72] \"command failed\" err=\"kubelet exited\"\n\
+            LVMS-NODE kubelet exited (status 1), restarting in 5 s\n\
+            [   30.1] random line\n\
+            LVMS-NODE kubelet exited (status 1), restarting in 5 s\n";
+        assert_eq!(kubelet_ends(console), 2);
+        assert_eq!(kubelet_ends("LVMS-NODE kubelet started\n"), 0);
     }
 
     #[test]

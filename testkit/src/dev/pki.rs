@@ -129,6 +129,41 @@ impl Pki {
         Ok(pki)
     }
 
+    /// A self-signed serving certificate for a node's kubelet (`name`, and `ips` as SANs), as
+    /// kubelet would make itself, but made here: kubelet writes its own without an fsync, and a
+    /// power cut soon after leaves it empty, a kubelet that cannot start again. Returns (cert
+    /// path, key path).
+    pub fn kubelet_serving(
+        &self,
+        name: &str,
+        ips: &[std::net::IpAddr],
+    ) -> Result<(PathBuf, PathBuf), PkiError> {
+        let key = KeyPair::generate().map_err(gen_err("kubelet serving key"))?;
+        let mut params = CertificateParams::new(vec![name.to_string()])
+            .map_err(gen_err("kubelet serving cert"))?;
+        params
+            .subject_alt_names
+            .extend(ips.iter().map(|ip| SanType::IpAddress(*ip)));
+        params
+            .distinguished_name
+            .push(DnType::CommonName, format!("{name}@lvms-dev"));
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+        let cert = params
+            .self_signed(&key)
+            .map_err(gen_err("kubelet serving cert"))?;
+        let stem: String = name
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+            .collect();
+        let (crt, k) = (
+            self.dir.join(format!("kubelet-{stem}.crt")),
+            self.dir.join(format!("kubelet-{stem}.key")),
+        );
+        write(&crt, &cert.pem())?;
+        write(&k, &key.serialize_pem())?;
+        Ok((crt, k))
+    }
+
     /// Issues a client certificate for `user`, optionally in `group`; returns (cert path, key path).
     pub fn client_cert(
         &self,
