@@ -5,7 +5,7 @@
 //! users read it in `status.excluded[].reasons`. Two rejections mean "this device is already in
 //! use by the VG" and are hidden from status, as in LVMS (`IsExpectedDeviceErrorAfterSetup`).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::api::{DeviceSelector, ExcludedDevice};
 
@@ -58,6 +58,9 @@ pub enum Rejection {
     UnsupportedType { name: String, device_type: String },
     /// usableDeviceType: an LV (hidden from status).
     LvmPartition,
+    /// usableDeviceType (lvms): lvms's own gate over a published volume's LV (hidden from
+    /// status, as the LV under it).
+    VolumeGate,
     /// usableDeviceType (lvms, discovery only): a disk another host reaches too (Ceph RBD,
     /// NBD, iSCSI); taken only when a deviceSelector names it.
     NetworkDisk { name: String, what: &'static str },
@@ -89,6 +92,7 @@ impl Rejection {
             Self::UnusableLoop { .. }
             | Self::UnsupportedType { .. }
             | Self::LvmPartition
+            | Self::VolumeGate
             | Self::NetworkDisk { .. } => "usableDeviceType",
             Self::Mounted { .. } => "notMounted",
             Self::Held { .. } => "noHolders",
@@ -99,7 +103,10 @@ impl Rejection {
     /// Rejections that are expected once the VG exists (its PVs and LVs); LVMS hides a device
     /// carrying one of them from `status.excluded`.
     pub fn is_expected_after_setup(&self) -> bool {
-        matches!(self, Self::AlreadySetUp { .. } | Self::LvmPartition)
+        matches!(
+            self,
+            Self::AlreadySetUp { .. } | Self::LvmPartition | Self::VolumeGate
+        )
     }
 }
 
@@ -156,6 +163,9 @@ impl std::fmt::Display for Rejection {
                 "{name} has a device type of {device_type:?} which is unsupported"
             ),
             Self::LvmPartition => f.write_str(ERR_LVM_PARTITION),
+            Self::VolumeGate => f.write_str(
+                "the device is lvms's gate over a published volume and is excluded by default",
+            ),
             Self::Mounted { name, mountpoints } => write!(
                 f,
                 "{name} has a mounted filesystem ({}) and cannot be used; unmount it or remove it from the device selector",
@@ -189,6 +199,8 @@ pub struct FilterContext<'a> {
     pub loop_back_files: &'a BTreeMap<String, String>,
     /// kname -> names in `/sys/class/block/<dev>/holders`. Missing = no holders.
     pub holders: &'a BTreeMap<String, Vec<String>>,
+    /// knames of lvms's volume gates (`lsblk::volume_gates`): refused unprobed.
+    pub gates: &'a BTreeSet<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -401,6 +413,9 @@ fn find_pv<'a>(
 }
 
 fn usable_device_type(dev: &BlockDevice, ctx: &FilterContext<'_>) -> Option<Rejection> {
+    if ctx.gates.contains(&dev.kname) {
+        return Some(Rejection::VolumeGate);
+    }
     match dev.device_type.as_str() {
         TYPE_LOOP => {
             let usable = ctx
@@ -505,6 +520,7 @@ mod tests {
         pvs: Vec<PhysicalVolume>,
         loops: BTreeMap<String, String>,
         holders: BTreeMap<String, Vec<String>>,
+        gates: BTreeSet<String>,
         selector: Option<DeviceSelector>,
     }
 
@@ -515,6 +531,7 @@ mod tests {
                 pvs: Vec::new(),
                 loops: BTreeMap::new(),
                 holders: BTreeMap::new(),
+                gates: BTreeSet::new(),
                 selector: None,
             }
         }
@@ -526,6 +543,7 @@ mod tests {
                 pvs: &self.pvs,
                 loop_back_files: &self.loops,
                 holders: &self.holders,
+                gates: &self.gates,
             }
         }
         fn check(&self, d: &BlockDevice) -> Vec<String> {
@@ -905,6 +923,33 @@ mod tests {
         let env = Env::new();
         let f = filter_devices(&[sdb, sdc], &env.ctx());
         assert_eq!(f.rejections("/dev/dm-5").len(), 1);
+    }
+
+    #[test]
+    fn a_gate_is_refused_and_left_out_of_the_status_as_the_lv_under_it() {
+        let mut env = Env::new();
+        env.gates = BTreeSet::from(["/dev/dm-2".to_string()]);
+        let devs = parse_lsblk(
+            r#"{"blockdevices":[
+            {"name":"/dev/sdb","kname":"/dev/sdb","type":"disk","fstype":"LVM2_member","children":[
+                {"name":"/dev/mapper/vg1-lv","kname":"/dev/dm-1","type":"lvm","children":[
+                    {"name":"/dev/mapper/lvms-lv","kname":"/dev/dm-2","type":"dm",
+                     "mountpoint":"/var/lib/kubelet/pods/p/volumes/v/mount"}]}]}]}"#,
+        )
+        .unwrap();
+        env.pvs = vec![pv("/dev/sdb", Some("vg1"), Some(0))];
+        let f = filter_devices(&devs, &env.ctx());
+        assert!(f.available.is_empty());
+        assert!(f.rejections("/dev/dm-2").contains(&Rejection::VolumeGate));
+        assert_eq!(f.status_excluded(), Vec::new());
+        // Unprobed, unmounted and named as a gate but not one (not in `gates`): an empty dm
+        // device on an LV is a candidate, as LVMS has it.
+        env.gates.clear();
+        let bare = parse_lsblk(
+            r#"{"blockdevices":[{"name":"/dev/mapper/lvms-x","kname":"/dev/dm-9","type":"dm"}]}"#,
+        )
+        .unwrap();
+        assert_eq!(filter_devices(&bare, &env.ctx()).available.len(), 1);
     }
 
     #[test]

@@ -9,7 +9,7 @@ use lvms_actors::UnitError;
 use super::VolumeGroupUnit;
 use crate::api::LVMVolumeGroup;
 use crate::node::commands;
-use crate::node::lsblk::{BlockDevice, LsblkError, TYPE_LVM, flatten, parse_lsblk};
+use crate::node::lsblk::{BlockDevice, LsblkError, TYPE_LVM, flatten, parse_lsblk, volume_gates};
 use crate::node::report::{ExistingVg, PhysicalVolume};
 use crate::node::vg::allowlist;
 use crate::node::vg::filter::{FilterContext, FilteredDevices, filter_devices};
@@ -24,6 +24,8 @@ pub(super) struct Observed {
     pub(super) resolved: ResolvedPaths,
     pub(super) loop_back_files: BTreeMap<String, String>,
     pub(super) holders: BTreeMap<String, Vec<String>>,
+    /// lvms's volume gates among `devices`: refused, never probed.
+    pub(super) gates: BTreeSet<String>,
 }
 
 /// Whether a failed path lookup means the path is not there (a fact the planner may act on),
@@ -66,13 +68,14 @@ fn first_back_file(stdout: &str) -> Result<String, BackFileError> {
 }
 
 /// The devices whose signatures a pass reads: all but LVs (lsblk type `lvm`), which the filter
-/// refuses as LVMS does and leaves out of `status.excluded` (`Rejection::LvmPartition`), so
-/// what they hold decides nothing. What is stacked on an LV (a gate, a dm device of a user's)
-/// is still probed.
-fn signatures_needed(devices: &[BlockDevice]) -> Vec<String> {
+/// refuses as LVMS does and leaves out of `status.excluded` (`Rejection::LvmPartition`), and
+/// lvms's own volume gates on them (`Rejection::VolumeGate`), so what they hold decides nothing
+/// and a pass costs the same with one mounted volume or a hundred. Anything else stacked on an
+/// LV (a user's dm-crypt, say) is still probed.
+fn signatures_needed(devices: &[BlockDevice], gates: &BTreeSet<String>) -> Vec<String> {
     flatten(devices)
         .into_iter()
-        .filter(|(_, d)| d.device_type != TYPE_LVM)
+        .filter(|(kname, d)| d.device_type != TYPE_LVM && !gates.contains(kname))
         .map(|(kname, _)| kname)
         .collect()
 }
@@ -88,8 +91,9 @@ impl VolumeGroupUnit {
         // lsblk's FSTYPE comes from udev, which containers and CI lack: read the signatures
         // from the devices themselves (blkid exits 2 when there is none); not of LVs
         // (`signatures_needed`), or a pass's cost would grow with the node's volumes.
+        let gates = volume_gates(&devices);
         let mut probed = BTreeMap::new();
-        for kname in signatures_needed(&devices) {
+        for kname in signatures_needed(&devices, &gates) {
             // Exit 2 is "no signature"; any other failure leaves the device unknown, and an
             // unknown device must not pass the filesystem filter as an empty one: it is
             // excluded, with the error as its reason, until a later pass can read it.
@@ -159,6 +163,7 @@ impl VolumeGroupUnit {
             resolved,
             loop_back_files,
             holders,
+            gates,
         })
     }
 
@@ -205,6 +210,7 @@ impl VolumeGroupUnit {
             pvs: &obs.pvs,
             loop_back_files: &obs.loop_back_files,
             holders: &obs.holders,
+            gates: &obs.gates,
         };
         filter_devices(&obs.devices, &ctx)
     }
@@ -272,7 +278,7 @@ mod tests {
     }
 
     #[test]
-    fn a_pass_reads_the_signatures_of_every_device_but_lvs() {
+    fn a_pass_reads_the_signatures_of_every_device_but_lvs_and_lvms_gates() {
         // A PV holding a thin pool's hidden LVs and a volume with its gate stacked on it.
         let dev = |kname: &str, ty: &str, children: &str| {
             format!(
@@ -282,10 +288,18 @@ mod tests {
         };
         let gate = dev("/dev/dm-4", "dm", "");
         let volume = dev("/dev/dm-3", "lvm", &gate);
+        // The same, named as lvms's gates are: refused unprobed.
+        let ours = dev("/dev/dm-5", "dm", "").replacen(
+            "\"name\":\"/dev/dm-5\"",
+            "\"name\":\"/dev/mapper/lvms-pvc-1\"",
+            1,
+        );
+        let published = dev("/dev/dm-6", "lvm", &ours);
         let lvs = [
             dev("/dev/dm-0", "lvm", ""),
             dev("/dev/dm-1", "lvm", ""),
             volume,
+            published,
         ]
         .join(",");
         let tree = format!(
@@ -294,8 +308,10 @@ mod tests {
             dev("/dev/vdc", "disk", "")
         );
         let devices = parse_lsblk(&tree).expect("lsblk");
+        let gates = volume_gates(&devices);
+        assert_eq!(gates, BTreeSet::from(["/dev/dm-5".to_string()]));
         assert_eq!(
-            signatures_needed(&devices),
+            signatures_needed(&devices, &gates),
             ["/dev/dm-4", "/dev/vdb", "/dev/vdc"]
         );
     }

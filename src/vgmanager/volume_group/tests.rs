@@ -486,3 +486,63 @@ async fn the_finalizer_comes_before_any_host_command() {
         host.calls()
     );
 }
+
+/// The fixture's loop devices, `/dev/loop0` holding `published` LVs of the VG, each with
+/// lvms's gate stacked on it and mounted, as on a node running that many Pods.
+fn lsblk_with_published_volumes(published: usize) -> String {
+    let mut tree: serde_json::Value =
+        serde_json::from_str(&fixture("lsblk_loops.json")).expect("lsblk fixture");
+    let lvs: Vec<serde_json::Value> = (0..published)
+        .map(|i| {
+            serde_json::json!({
+                "name": format!("/dev/mapper/{VG}-pvc--{i}"), "kname": format!("/dev/dm-{}", 2 * i),
+                "type": "lvm", "size": "1G", "ro": false, "rota": false,
+                "children": [{
+                    "name": format!("/dev/mapper/lvms-pvc-{i}"),
+                    "kname": format!("/dev/dm-{}", 2 * i + 1), "type": "dm", "size": "1G",
+                    "ro": false, "rota": false, "fstype": null,
+                    "mountpoint": format!("/var/lib/kubelet/pods/p{i}/volumes/v/mount"),
+                }],
+            })
+        })
+        .collect();
+    tree["blockdevices"][0]["children"] = serde_json::Value::Array(lvs);
+    tree.to_string()
+}
+
+/// A pass's host reads do not grow with the volumes mounted on the node: the gates on its LVs
+/// are known by name and never probed (each `blkid -p` is a process through nsenter, in every
+/// pass of every class, every 30 s).
+#[tokio::test]
+async fn a_pass_probes_as_many_devices_with_twenty_mounted_volumes_as_with_none() {
+    let mut counts = Vec::new();
+    for published in [0, 20] {
+        let host = host_with_the_fixture_vg();
+        host.stdout("lsblk", lsblk_with_published_volumes(published))
+            .answer("blkid", [Answer::Fails(2, String::new())])
+            .stdout("losetup", fixture("losetup_back_file.json"));
+        let r = rig(host.clone(), lvmvg(false)).await;
+        let obs = r.unit.observe(&lvmvg(false)).await.expect("observed");
+        assert_eq!(obs.gates.len(), published);
+        let filtered = r.unit.filter(&lvmvg(false), &obs);
+        for gate in &obs.gates {
+            assert!(
+                filtered
+                    .rejections(gate)
+                    .contains(&crate::node::vg::filter::Rejection::VolumeGate),
+                "{gate}: {:?}",
+                filtered.rejections(gate)
+            );
+        }
+        assert!(
+            filtered
+                .status_excluded()
+                .iter()
+                .all(|e| !e.name.contains("lvms-pvc")),
+            "{:?}",
+            filtered.status_excluded()
+        );
+        counts.push(host.calls().len());
+    }
+    assert_eq!(counts[0], counts[1], "host commands per pass: {counts:?}");
+}
