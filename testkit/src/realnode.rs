@@ -195,7 +195,7 @@ impl LoopMount {
             !mounts
                 .lines()
                 .any(|l| l.split(' ').nth(1) == Some(mnt.as_str())),
-            "the node's root is still mounted at {mnt} after a minute of umount ({last});              what holds it:\n{}",
+            "the node's root is still mounted at {mnt} after a minute of umount ({last}); what holds it:\n{}",
             holders(&self.mnt)
         );
         let out = Command::new("losetup")
