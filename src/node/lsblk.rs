@@ -5,7 +5,7 @@
 //! lsblk versions differ: util-linux >= 2.33 prints `ro`/`rota` as JSON booleans and older ones
 //! as `"0"`/`"1"`; `--bytes` prints sizes as numbers. Both spellings are accepted.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use serde::{Deserialize, Deserializer};
 use thiserror::Error;
@@ -122,28 +122,6 @@ pub fn flatten(devices: &[BlockDevice]) -> BTreeMap<String, &BlockDevice> {
     }
     let mut out = BTreeMap::new();
     walk(devices, &mut out);
-    out
-}
-
-/// knames of lvms's volume gates in the tree: a plain dm device named `lvms-<volume id>`
-/// (`node::volume::gate`) stacked on an LV. One sits on every published filesystem, so a pass
-/// that probed them would cost more with each mounted volume; they are never a disk for a VG.
-pub fn volume_gates(devices: &[BlockDevice]) -> BTreeSet<String> {
-    fn walk(ds: &[BlockDevice], parent_is_lv: bool, out: &mut BTreeSet<String>) {
-        for d in ds {
-            let gate = d
-                .name
-                .strip_prefix("/dev/mapper/")
-                .and_then(crate::node::volume::gate::volume_of)
-                .is_some();
-            if parent_is_lv && d.device_type == TYPE_DM && gate {
-                out.insert(d.kname.clone());
-            }
-            walk(&d.children, d.device_type == TYPE_LVM, out);
-        }
-    }
-    let mut out = BTreeSet::new();
-    walk(devices, false, &mut out);
     out
 }
 
@@ -357,29 +335,6 @@ fn lenient_string_list<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D
 mod tests {
     use super::*;
     use crate::node::fixture;
-
-    #[test]
-    fn only_a_dm_device_named_as_a_gate_and_stacked_on_an_lv_is_a_gate() {
-        let devs = parse_lsblk(
-            r#"{"blockdevices":[
-            {"name":"/dev/vdb","kname":"/dev/vdb","type":"disk","children":[
-                {"name":"/dev/mapper/vg1-pvc--1","kname":"/dev/dm-1","type":"lvm","children":[
-                    {"name":"/dev/mapper/lvms-pvc-1","kname":"/dev/dm-2","type":"dm"}]},
-                {"name":"/dev/mapper/vg1-pvc--2","kname":"/dev/dm-3","type":"lvm","children":[
-                    {"name":"/dev/mapper/lvms-pvc-2","kname":"/dev/dm-4","type":"crypt"},
-                    {"name":"/dev/mapper/users-own","kname":"/dev/dm-5","type":"dm"},
-                    {"name":"/dev/mapper/lvms-","kname":"/dev/dm-6","type":"dm"}]}]},
-            {"name":"/dev/vdc","kname":"/dev/vdc","type":"disk","children":[
-                {"name":"/dev/mapper/lvms-pvc-3","kname":"/dev/dm-7","type":"dm"}]}]}"#,
-        )
-        .unwrap();
-        // Not a crypt device of that name, not another dm device on an LV, not a name without
-        // a volume id, and not one straight on a disk.
-        assert_eq!(
-            volume_gates(&devs),
-            BTreeSet::from(["/dev/dm-2".to_string()])
-        );
-    }
 
     #[test]
     fn parses_real_loop_devices_with_json_booleans() {

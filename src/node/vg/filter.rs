@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::api::{DeviceSelector, ExcludedDevice};
 
-use crate::node::lsblk::{BlockDevice, STATE_SUSPENDED, TYPE_LOOP, TYPE_LVM, TYPE_ROM};
+use crate::node::lsblk::{BlockDevice, STATE_SUSPENDED, TYPE_DM, TYPE_LOOP, TYPE_LVM, TYPE_ROM};
 use crate::node::report::PhysicalVolume;
 use crate::node::vg::resolve::{ResolvedPaths, Unresolved};
 
@@ -199,7 +199,7 @@ pub struct FilterContext<'a> {
     pub loop_back_files: &'a BTreeMap<String, String>,
     /// kname -> names in `/sys/class/block/<dev>/holders`. Missing = no holders.
     pub holders: &'a BTreeMap<String, Vec<String>>,
-    /// knames of lvms's volume gates (`lsblk::volume_gates`): refused unprobed.
+    /// knames of lvms's volume gates (`volume_gates`): refused unprobed.
     pub gates: &'a BTreeSet<String>,
 }
 
@@ -456,6 +456,28 @@ fn network_disk(dev: &BlockDevice) -> Option<&'static str> {
     } else {
         None
     }
+}
+
+/// knames of lvms's volume gates in the tree: a plain dm device named `lvms-<volume id>`
+/// (`node::volume::gate`) stacked on an LV. One sits on every published filesystem, so a pass
+/// that probed them would cost more with each mounted volume; they are never a disk for a VG.
+pub fn volume_gates(devices: &[BlockDevice]) -> BTreeSet<String> {
+    fn walk(ds: &[BlockDevice], parent_is_lv: bool, out: &mut BTreeSet<String>) {
+        for d in ds {
+            let gate = d
+                .name
+                .strip_prefix("/dev/mapper/")
+                .and_then(crate::node::volume::gate::volume_of)
+                .is_some();
+            if parent_is_lv && d.device_type == TYPE_DM && gate {
+                out.insert(d.kname.clone());
+            }
+            walk(&d.children, d.device_type == TYPE_LVM, out);
+        }
+    }
+    let mut out = BTreeSet::new();
+    walk(devices, false, &mut out);
+    out
 }
 
 /// Filters the whole tree (LVMS `filterDevices`): children first, recursively; a kname seen
@@ -923,6 +945,29 @@ mod tests {
         let env = Env::new();
         let f = filter_devices(&[sdb, sdc], &env.ctx());
         assert_eq!(f.rejections("/dev/dm-5").len(), 1);
+    }
+
+    #[test]
+    fn only_a_dm_device_named_as_a_gate_and_stacked_on_an_lv_is_a_gate() {
+        let devs = parse_lsblk(
+            r#"{"blockdevices":[
+            {"name":"/dev/vdb","kname":"/dev/vdb","type":"disk","children":[
+                {"name":"/dev/mapper/vg1-pvc--1","kname":"/dev/dm-1","type":"lvm","children":[
+                    {"name":"/dev/mapper/lvms-pvc-1","kname":"/dev/dm-2","type":"dm"}]},
+                {"name":"/dev/mapper/vg1-pvc--2","kname":"/dev/dm-3","type":"lvm","children":[
+                    {"name":"/dev/mapper/lvms-pvc-2","kname":"/dev/dm-4","type":"crypt"},
+                    {"name":"/dev/mapper/users-own","kname":"/dev/dm-5","type":"dm"},
+                    {"name":"/dev/mapper/lvms-","kname":"/dev/dm-6","type":"dm"}]}]},
+            {"name":"/dev/vdc","kname":"/dev/vdc","type":"disk","children":[
+                {"name":"/dev/mapper/lvms-pvc-3","kname":"/dev/dm-7","type":"dm"}]}]}"#,
+        )
+        .unwrap();
+        // Not a crypt device of that name, not another dm device on an LV, not a name without
+        // a volume id, and not one straight on a disk.
+        assert_eq!(
+            volume_gates(&devs),
+            BTreeSet::from(["/dev/dm-2".to_string()])
+        );
     }
 
     #[test]

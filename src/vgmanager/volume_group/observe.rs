@@ -9,10 +9,10 @@ use lvms_actors::UnitError;
 use super::VolumeGroupUnit;
 use crate::api::LVMVolumeGroup;
 use crate::node::commands;
-use crate::node::lsblk::{BlockDevice, LsblkError, TYPE_LVM, flatten, parse_lsblk, volume_gates};
+use crate::node::lsblk::{BlockDevice, LsblkError, TYPE_LVM, flatten, parse_lsblk};
 use crate::node::report::{ExistingVg, PhysicalVolume};
 use crate::node::vg::allowlist;
-use crate::node::vg::filter::{FilterContext, FilteredDevices, filter_devices};
+use crate::node::vg::filter::{FilterContext, FilteredDevices, filter_devices, volume_gates};
 use crate::node::vg::resolve::{ResolvedPaths, paths_to_resolve};
 use crate::vgmanager::host::{HostError, HostOps};
 
