@@ -129,6 +129,20 @@ impl Pki {
         Ok(pki)
     }
 
+    /// Writes `<file>.crt` and `<file>.key` in the PKI's directory; returns their paths.
+    fn write_pair(
+        &self,
+        file: &str,
+        cert_pem: &str,
+        key: &KeyPair,
+    ) -> Result<(PathBuf, PathBuf), PkiError> {
+        let crt = self.dir.join(format!("{file}.crt"));
+        let k = self.dir.join(format!("{file}.key"));
+        write(&crt, cert_pem)?;
+        write(&k, &key.serialize_pem())?;
+        Ok((crt, k))
+    }
+
     /// A self-signed serving certificate for a node's kubelet (`name`, and `ips` as SANs), as
     /// kubelet would make itself, but made here: kubelet writes its own without an fsync, and a
     /// power cut soon after leaves it empty, a kubelet that cannot start again. Returns (cert
@@ -151,17 +165,7 @@ impl Pki {
         let cert = params
             .self_signed(&key)
             .map_err(gen_err("kubelet serving cert"))?;
-        let stem: String = name
-            .chars()
-            .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
-            .collect();
-        let (crt, k) = (
-            self.dir.join(format!("kubelet-{stem}.crt")),
-            self.dir.join(format!("kubelet-{stem}.key")),
-        );
-        write(&crt, &cert.pem())?;
-        write(&k, &key.serialize_pem())?;
-        Ok((crt, k))
+        self.write_pair(&format!("kubelet-{}", stem(name)), &cert.pem(), &key)
     }
 
     /// Issues a client certificate for `user`, optionally in `group`; returns (cert path, key path).
@@ -186,18 +190,15 @@ impl Pki {
         let cert = params
             .signed_by(&key, &issuer)
             .map_err(gen_err("client cert"))?;
-        let stem: String = user
-            .chars()
-            .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
-            .collect();
-        let (crt, k) = (
-            self.dir.join(format!("user-{stem}.crt")),
-            self.dir.join(format!("user-{stem}.key")),
-        );
-        write(&crt, &cert.pem())?;
-        write(&k, &key.serialize_pem())?;
-        Ok((crt, k))
+        self.write_pair(&format!("user-{}", stem(user)), &cert.pem(), &key)
     }
+}
+
+/// `name` with everything but ASCII letters and digits as `-`: a file name stem.
+fn stem(name: &str) -> String {
+    name.chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect()
 }
 
 fn write(path: &Path, contents: &str) -> Result<(), PkiError> {
